@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# install-deps.sh: install the Debian packages the tests and the demo need, when missing.
+# A policy-rc.d that exits 101 keeps openvswitch-switch's postinst from starting a system
+# OVS in the root namespace (the tests start their own, each in a private netns).
+set -euo pipefail
+
+PKGS=(openvswitch-switch iproute2 iputils-ping tcpdump ethtool procps)
+TOOLS=(ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl ip ping tcpdump ethtool sysctl)
+
+missing=()
+for t in "${TOOLS[@]}"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+[[ -r /usr/share/openvswitch/vswitch.ovsschema ]] || missing+=(vswitch.ovsschema)
+if (( ${#missing[@]} == 0 )); then
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing ${missing[*]}; run as root (sudo) so they can be installed" >&2
+  exit 1
+fi
+echo "install-deps: missing ${missing[*]}; installing ${PKGS[*]}" >&2
+policy=/usr/sbin/policy-rc.d
+had_policy=0
+[[ -e $policy ]] && had_policy=1
+if (( ! had_policy )); then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${PKGS[@]}"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test.sh: the project's test command (README, .ci/run). Run as root: the privileged tiers
+# start real Open vSwitch daemons in network namespaces of their own.
+#   sudo ./scripts/test.sh            everything: fmt, clippy, all test tiers
+#   TETHER_SKIP_PRIVILEGED=1 ./scripts/test.sh   unit tier only (privileged tests say SKIPPED)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
+  ./scripts/install-deps.sh
+  ./scripts/cleanup-stale.sh
+fi
+
+echo "== cargo fmt --check" >&2
+cargo fmt --all -- --check
+echo "== cargo clippy" >&2
+cargo clippy --all-targets --locked -- -D warnings
+echo "== cargo test" >&2
+cargo test --locked

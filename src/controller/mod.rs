@@ -1,0 +1,1 @@
+//! Controllers and the machinery they share (work queue); they never see a socket.

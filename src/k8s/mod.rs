@@ -1,0 +1,1 @@
+//! Kubernetes source: types, validation, selectors, stores, list/watch, manifests.

@@ -1,0 +1,11 @@
+//! tether: Antrea's ExternalNode and TrafficControl controllers for a plain Linux VM.
+//!
+//! The library holds everything; `main.rs` only parses arguments and calls in. Protocol
+//! modules (`ovsdb`, `openflow`, `k8s`) keep their codecs and state machines free of
+//! sockets, with exactly one file per module doing I/O; `netlink` is the only user of neli.
+
+pub mod controller;
+pub mod k8s;
+pub mod netlink;
+pub mod openflow;
+pub mod ovsdb;

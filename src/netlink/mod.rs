@@ -1,0 +1,1 @@
+//! Host networking over rtnetlink (the only module that uses neli).
