@@ -1,0 +1,610 @@
+//! The bridge API controllers use: the operations Antrea's `ovsconfig` performs (reference
+//! antrea.md §2), each one transaction. Pure op builders (`*_ops`) are separate from the
+//! calls that send them, so the exact transactions are unit-tested.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::OvsdbError;
+use super::conn::Client;
+use super::datum::{Atom, Datum, Uuid};
+use super::ops::{Condition, Mutation, Op, Row};
+
+/// How long `get_ofport` and `ensure` let OVS take (Antrea's `defaultGetPortTimeout`).
+pub const PORT_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortKind {
+    /// An existing netdev (`type ""`): a NIC, a veth end, an uplink.
+    System,
+    /// An OVS internal port, optionally with a fixed MAC.
+    Internal { mac: Option<String> },
+    /// A tunnel: `vxlan`, `geneve`, `gre`, `erspan` (… any type OVS knows) with its options.
+    Tunnel {
+        kind: String,
+        options: BTreeMap<String, String>,
+    },
+    /// Any other Interface type, e.g. `dummy` for scale tests.
+    Other(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSpec {
+    pub name: String,
+    pub kind: PortKind,
+    pub external_ids: BTreeMap<String, String>,
+    pub ofport_request: Option<u16>,
+    pub mtu_request: Option<u32>,
+}
+
+impl PortSpec {
+    pub fn new(name: &str, kind: PortKind) -> PortSpec {
+        PortSpec {
+            name: name.to_string(),
+            kind,
+            external_ids: BTreeMap::new(),
+            ofport_request: None,
+            mtu_request: None,
+        }
+    }
+
+    pub fn with_external_ids(mut self, ids: BTreeMap<String, String>) -> PortSpec {
+        self.external_ids = ids;
+        self
+    }
+}
+
+/// A port as the replica sees it (Antrea's `OVSPortData`): Port + its first Interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortData {
+    pub uuid: Uuid,
+    pub name: String,
+    pub external_ids: BTreeMap<String, String>,
+    pub if_uuid: Option<Uuid>,
+    pub if_name: String,
+    pub if_type: String,
+    /// 0 while OVS has not assigned one yet, -1 when OVS failed to open the interface.
+    pub ofport: i64,
+    /// The Interface `error` column, e.g. `could not open network device x (No such device)`.
+    pub error: Option<String>,
+    pub options: BTreeMap<String, String>,
+    pub mac: Option<String>,
+    pub mac_in_use: Option<String>,
+}
+
+/// Insert Interface, insert Port, add it to the bridge: the three ops of Antrea's
+/// `createPort`. `tag` keeps uuid-names unique when several ports share a transaction.
+pub fn create_port_ops(bridge: &Uuid, spec: &PortSpec, tag: usize) -> Vec<Op> {
+    let iface = format!("iface{tag}");
+    let port = format!("port{tag}");
+    let mut irow = Row::from([("name".to_string(), Datum::str(&spec.name))]);
+    match &spec.kind {
+        PortKind::System => {}
+        PortKind::Internal { mac } => {
+            irow.insert("type".into(), Datum::str("internal"));
+            if let Some(m) = mac {
+                irow.insert("mac".into(), Datum::str(m));
+            }
+        }
+        PortKind::Tunnel { kind, options } => {
+            irow.insert("type".into(), Datum::str(kind));
+            if !options.is_empty() {
+                irow.insert("options".into(), Datum::str_map(options));
+            }
+        }
+        PortKind::Other(t) => {
+            irow.insert("type".into(), Datum::str(t));
+        }
+    }
+    if let Some(o) = spec.ofport_request {
+        irow.insert("ofport_request".into(), Datum::int(i64::from(o)));
+    }
+    if let Some(m) = spec.mtu_request {
+        irow.insert("mtu_request".into(), Datum::int(i64::from(m)));
+    }
+    let mut prow = Row::from([
+        ("name".to_string(), Datum::str(&spec.name)),
+        ("interfaces".to_string(), Datum::named(&iface)),
+    ]);
+    if !spec.external_ids.is_empty() {
+        prow.insert("external_ids".into(), Datum::str_map(&spec.external_ids));
+    }
+    vec![
+        Op::Insert {
+            table: "Interface".into(),
+            row: irow,
+            uuid_name: Some(iface),
+        },
+        Op::Insert {
+            table: "Port".into(),
+            row: prow,
+            uuid_name: Some(port.clone()),
+        },
+        Op::Mutate {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(bridge)],
+            mutations: vec![Mutation::insert("ports", Datum::named(&port))],
+        },
+    ]
+}
+
+/// One mutate removing the ports from the bridge; OVSDB garbage-collects the Port and
+/// Interface rows (Antrea's `DeletePorts`). A port already gone is a no-op.
+pub fn delete_ports_op(bridge: &Uuid, ports: &[Uuid]) -> Op {
+    Op::Mutate {
+        table: "Bridge".into(),
+        conditions: vec![Condition::uuid(bridge)],
+        mutations: vec![Mutation::delete(
+            "ports",
+            Datum::set(ports.iter().cloned().map(Atom::Uuid).collect()),
+        )],
+    }
+}
+
+/// `wait` until the Interface has an ofport, then `select` it with its error, in one
+/// transaction so the value cannot be stale (Antrea's `GetOFPort`).
+pub fn ofport_ops(ifname: &str, timeout: Duration) -> Vec<Op> {
+    vec![
+        Op::Wait {
+            table: "Interface".into(),
+            conditions: vec![Condition::name(ifname)],
+            columns: vec!["ofport".into()],
+            until: "!=",
+            rows: vec![Row::from([("ofport".into(), Datum::empty_set())])],
+            timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+        },
+        Op::Select {
+            table: "Interface".into(),
+            conditions: vec![Condition::name(ifname)],
+            columns: Some(vec!["ofport".into(), "error".into()]),
+        },
+    ]
+}
+
+/// Set one key of a map column, leaving the others (delete the key, then insert it: RFC 7047
+/// map `insert` never overwrites).
+pub fn set_map_key_op(table: &str, row: &Uuid, column: &str, key: &str, value: &str) -> Op {
+    Op::Mutate {
+        table: table.into(),
+        conditions: vec![Condition::uuid(row)],
+        mutations: vec![
+            Mutation::delete(column, Datum::set(vec![Atom::str(key)])),
+            Mutation::insert(column, Datum::Map(vec![(Atom::str(key), Atom::str(value))])),
+        ],
+    }
+}
+
+/// The bridge row to create when absent, as `ovs-vsctl add-br` does (with its local port),
+/// plus Antrea's settings: OF1.0 (no-flood) and OF1.5, the datapath type, fail_mode
+/// standalone so the VM stays reachable while tether is down, and a pinned datapath-id
+/// (ovs-recipe.md §2 H) so attaching the uplink cannot change the DPID under the
+/// OpenFlow connection.
+pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str) -> Vec<Op> {
+    vec![
+        Op::Insert {
+            table: "Interface".into(),
+            row: Row::from([
+                ("name".into(), Datum::str(name)),
+                ("type".into(), Datum::str("internal")),
+            ]),
+            uuid_name: Some("brif".into()),
+        },
+        Op::Insert {
+            table: "Port".into(),
+            row: Row::from([
+                ("name".into(), Datum::str(name)),
+                ("interfaces".into(), Datum::named("brif")),
+            ]),
+            uuid_name: Some("brport".into()),
+        },
+        Op::Insert {
+            table: "Bridge".into(),
+            row: {
+                let mut row = bridge_settings(name, datapath_type);
+                row.insert("ports".into(), Datum::named("brport"));
+                row.insert(
+                    "other_config".into(),
+                    Datum::Map(vec![(Atom::str("datapath-id"), Atom::str(dpid))]),
+                );
+                row
+            },
+            uuid_name: Some("br".into()),
+        },
+        Op::Mutate {
+            table: "Open_vSwitch".into(),
+            conditions: vec![],
+            mutations: vec![Mutation::insert("bridges", Datum::named("br"))],
+        },
+    ]
+}
+
+fn bridge_settings(name: &str, datapath_type: &str) -> Row {
+    Row::from([
+        ("name".into(), Datum::str(name)),
+        (
+            "protocols".into(),
+            Datum::set(vec![Atom::str("OpenFlow10"), Atom::str("OpenFlow15")]),
+        ),
+        ("datapath_type".into(), Datum::str(datapath_type)),
+        ("fail_mode".into(), Datum::str("standalone")),
+    ])
+}
+
+/// For an existing bridge: the same settings, and a datapath-id only if none is pinned
+/// (map `insert` keeps an existing key).
+pub fn update_bridge_ops(uuid: &Uuid, name: &str, datapath_type: &str, dpid: &str) -> Vec<Op> {
+    vec![
+        Op::Update {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(uuid)],
+            row: bridge_settings(name, datapath_type),
+        },
+        Op::Mutate {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(uuid)],
+            mutations: vec![Mutation::insert(
+                "other_config",
+                Datum::Map(vec![(Atom::str("datapath-id"), Atom::str(dpid))]),
+            )],
+        },
+    ]
+}
+
+/// `0000` + a random locally administered unicast MAC, as Antrea pins on VMs.
+pub fn random_dpid() -> String {
+    let mut b = [0u8; 6];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok();
+    if !ok {
+        // Fall back to time and pid: uniqueness per host is all that matters.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let x = t ^ (u128::from(std::process::id()) << 64);
+        b.copy_from_slice(&x.to_le_bytes()[..6]);
+    }
+    b[0] = (b[0] & 0xfe) | 0x02;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("0000{hex}")
+}
+
+/// A handle on one bridge through a shared [`Client`].
+#[derive(Clone)]
+pub struct Bridge {
+    client: Arc<Client>,
+    name: String,
+    uuid: Uuid,
+}
+
+impl Bridge {
+    /// Create the bridge or bring an existing one to tether's settings, then wait (≤ 5 s)
+    /// until vswitchd has given it a datapath_id.
+    pub fn ensure(
+        client: Arc<Client>,
+        name: &str,
+        datapath_type: &str,
+    ) -> Result<Bridge, OvsdbError> {
+        let existing = select_uuid(&client, "Bridge", name)?;
+        let dpid = random_dpid();
+        let uuid = match existing {
+            Some(u) => {
+                client.transact(&update_bridge_ops(&u, name, datapath_type, &dpid))?;
+                u
+            }
+            None => {
+                let r = client.transact(&create_bridge_ops(name, datapath_type, &dpid))?;
+                r.get(2)
+                    .and_then(|r| r.uuid.clone())
+                    .ok_or_else(|| OvsdbError::Protocol("bridge insert returned no uuid".into()))?
+            }
+        };
+        let wait = [Op::Wait {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(&uuid)],
+            columns: vec!["datapath_id".into()],
+            until: "!=",
+            rows: vec![Row::from([("datapath_id".into(), Datum::empty_set())])],
+            timeout_ms: Some(u64::try_from(PORT_WAIT.as_millis()).unwrap_or(u64::MAX)),
+        }];
+        client.transact(&wait).map_err(|e| match e {
+            OvsdbError::TxnFailed { error, .. } if error == "timed out" => OvsdbError::Timeout {
+                method: format!("datapath_id of bridge {name} (is ovs-vswitchd running?)"),
+                ms: 5000,
+            },
+            e => e,
+        })?;
+        Ok(Bridge {
+            client,
+            name: name.to_string(),
+            uuid,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn uuid(&self) -> &Uuid {
+        &self.uuid
+    }
+
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    /// One transaction; the new Port's UUID.
+    pub fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        let r = self
+            .client
+            .transact(&create_port_ops(&self.uuid, spec, 0))?;
+        r.get(1).and_then(|r| r.uuid.clone()).ok_or_else(|| {
+            OvsdbError::Protocol(format!("insert of port {} returned no uuid", spec.name))
+        })
+    }
+
+    /// Many ports in ONE transaction. With `wait_applied`, also bump `next_cfg` and return
+    /// only once ovs-vswitchd has applied it (`cur_cfg`), as `ovs-vsctl` does.
+    pub fn create_ports(
+        &self,
+        specs: &[PortSpec],
+        wait_applied: bool,
+    ) -> Result<Vec<Uuid>, OvsdbError> {
+        let mut ops: Vec<Op> = specs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| create_port_ops(&self.uuid, s, i))
+            .collect();
+        if wait_applied {
+            ops.push(Op::Mutate {
+                table: "Open_vSwitch".into(),
+                conditions: vec![],
+                mutations: vec![Mutation::add("next_cfg", 1)],
+            });
+            ops.push(Op::Select {
+                table: "Open_vSwitch".into(),
+                conditions: vec![],
+                columns: Some(vec!["next_cfg".into()]),
+            });
+        }
+        let r = self.client.transact(&ops)?;
+        let uuids = (0..specs.len())
+            .map(|i| {
+                r.get(i * 3 + 1)
+                    .and_then(|r| r.uuid.clone())
+                    .ok_or_else(|| {
+                        OvsdbError::Protocol(format!(
+                            "insert of port {} returned no uuid",
+                            specs[i].name
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if wait_applied {
+            let target = r
+                .last()
+                .and_then(|r| r.rows.first())
+                .and_then(|row| row.get("next_cfg"))
+                .and_then(Datum::as_int)
+                .ok_or_else(|| OvsdbError::Protocol("select next_cfg returned nothing".into()))?;
+            self.wait_cur_cfg(target)?;
+        }
+        Ok(uuids)
+    }
+
+    fn wait_cur_cfg(&self, target: i64) -> Result<(), OvsdbError> {
+        let applied = self.client.wait_until(Duration::from_secs(30), |r| {
+            r.table("Open_vSwitch").is_some_and(|t| {
+                t.values().any(|row| {
+                    row.get("cur_cfg")
+                        .and_then(Datum::as_int)
+                        .is_some_and(|c| c >= target)
+                })
+            })
+        });
+        if applied {
+            Ok(())
+        } else {
+            Err(OvsdbError::Timeout {
+                method: format!("ovs-vswitchd applying cfg {target}"),
+                ms: 30_000,
+            })
+        }
+    }
+
+    /// Remove ports (by Port UUID) in one transaction.
+    pub fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
+        if ports.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .transact(&[delete_ports_op(&self.uuid, ports)])?;
+        Ok(())
+    }
+
+    /// The interface's ofport, waiting up to 5 s for OVS to assign one. ofport -1 is
+    /// `PortFailed` with OVS's error text (e.g. a missing device).
+    pub fn get_ofport(&self, ifname: &str) -> Result<u32, OvsdbError> {
+        let r = self
+            .client
+            .transact(&ofport_ops(ifname, PORT_WAIT))
+            .map_err(|e| match e {
+                OvsdbError::TxnFailed { op: 0, error, .. } if error == "timed out" => {
+                    OvsdbError::Timeout {
+                        method: format!("ofport of {ifname}"),
+                        ms: 5000,
+                    }
+                }
+                e => e,
+            })?;
+        let row = r
+            .get(1)
+            .and_then(|r| r.rows.first())
+            .ok_or_else(|| OvsdbError::NotFound {
+                table: "Interface".into(),
+                name: ifname.into(),
+            })?;
+        let ofport = row.get("ofport").and_then(Datum::as_int).unwrap_or(0);
+        if ofport > 0 {
+            return u32::try_from(ofport)
+                .map_err(|_| OvsdbError::Datum(format!("ofport {ofport} of {ifname}")));
+        }
+        Err(OvsdbError::PortFailed {
+            name: ifname.into(),
+            error: row
+                .get("error")
+                .and_then(Datum::as_str)
+                .unwrap_or("no error reported")
+                .to_string(),
+        })
+    }
+
+    /// Replace a Port's whole external_ids map (Antrea's `SetPortExternalIDs`).
+    pub fn set_port_external_ids(
+        &self,
+        port: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        let r = self.client.transact(&[Op::Update {
+            table: "Port".into(),
+            conditions: vec![Condition::name(port)],
+            row: Row::from([("external_ids".into(), Datum::str_map(ids))]),
+        }])?;
+        if r.first().and_then(|r| r.count) == Some(0) {
+            return Err(OvsdbError::NotFound {
+                table: "Port".into(),
+                name: port.into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A Port's external_ids, read fresh from the server.
+    pub fn port_external_ids(&self, port: &str) -> Result<BTreeMap<String, String>, OvsdbError> {
+        let r = self.client.transact(&[Op::Select {
+            table: "Port".into(),
+            conditions: vec![Condition::name(port)],
+            columns: Some(vec!["external_ids".into()]),
+        }])?;
+        r.first()
+            .and_then(|r| r.rows.first())
+            .map(|row| {
+                row.get("external_ids")
+                    .map(Datum::to_str_map)
+                    .unwrap_or_default()
+            })
+            .ok_or_else(|| OvsdbError::NotFound {
+                table: "Port".into(),
+                name: port.into(),
+            })
+    }
+
+    /// One of the bridge's external_ids (e.g. `roundNum`), read fresh.
+    pub fn external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
+        let r = self.client.transact(&[Op::Select {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(&self.uuid)],
+            columns: Some(vec!["external_ids".into()]),
+        }])?;
+        Ok(r.first()
+            .and_then(|r| r.rows.first())
+            .and_then(|row| row.get("external_ids"))
+            .and_then(|d| d.to_str_map().remove(key)))
+    }
+
+    pub fn set_external_id(&self, key: &str, value: &str) -> Result<(), OvsdbError> {
+        self.client.transact(&[set_map_key_op(
+            "Bridge",
+            &self.uuid,
+            "external_ids",
+            key,
+            value,
+        )])?;
+        Ok(())
+    }
+
+    /// The bridge's ports from the replica (Antrea's `GetPortList`).
+    pub fn list_ports(&self) -> Vec<PortData> {
+        self.client.with_replica(|r| {
+            let Some(br) = r.row("Bridge", &self.uuid) else {
+                return Vec::new();
+            };
+            br.get("ports")
+                .map(Datum::atoms)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Atom::as_uuid)
+                .filter_map(|p| port_data_in(r, p))
+                .collect()
+        })
+    }
+
+    /// One port from the replica, by Port UUID.
+    pub fn port_data(&self, port: &Uuid) -> Option<PortData> {
+        self.client.with_replica(|r| port_data_in(r, port))
+    }
+
+    /// One port from the replica, by name.
+    pub fn port_by_name(&self, name: &str) -> Option<PortData> {
+        self.client.with_replica(|r| {
+            let (u, _) = r.by_name("Port", name)?;
+            port_data_in(r, u)
+        })
+    }
+}
+
+fn select_uuid(client: &Client, table: &str, name: &str) -> Result<Option<Uuid>, OvsdbError> {
+    let r = client.transact(&[Op::Select {
+        table: table.into(),
+        conditions: vec![Condition::name(name)],
+        columns: Some(vec!["_uuid".into()]),
+    }])?;
+    Ok(r.first()
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.get("_uuid"))
+        .and_then(Datum::as_uuid)
+        .cloned())
+}
+
+fn opt_str(row: &Row, col: &str) -> Option<String> {
+    row.get(col).and_then(Datum::as_str).map(str::to_string)
+}
+
+fn port_data_in(r: &super::Replica, port: &Uuid) -> Option<PortData> {
+    let p = r.row("Port", port)?;
+    let if_uuid = p
+        .get("interfaces")
+        .and_then(|d| d.atoms().first())
+        .and_then(Atom::as_uuid)
+        .cloned();
+    let iface = if_uuid.as_ref().and_then(|u| r.row("Interface", u));
+    let icol = |c: &str| iface.and_then(|i| opt_str(i, c));
+    Some(PortData {
+        uuid: port.clone(),
+        name: opt_str(p, "name").unwrap_or_default(),
+        external_ids: p
+            .get("external_ids")
+            .map(Datum::to_str_map)
+            .unwrap_or_default(),
+        if_uuid,
+        if_name: icol("name").unwrap_or_default(),
+        if_type: icol("type").unwrap_or_default(),
+        ofport: iface
+            .and_then(|i| i.get("ofport"))
+            .and_then(Datum::as_int)
+            .unwrap_or(0),
+        error: icol("error"),
+        options: iface
+            .and_then(|i| i.get("options"))
+            .map(Datum::to_str_map)
+            .unwrap_or_default(),
+        mac: icol("mac"),
+        mac_in_use: icol("mac_in_use"),
+    })
+}
+
+#[cfg(test)]
+mod tests;
