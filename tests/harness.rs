@@ -2,6 +2,9 @@
 //! side by side, dummy ports work, a panicking test still cleans up, and `in_netns` runs the
 //! body inside the namespace.
 
+// Test helpers fail loudly by design; clippy.toml only covers #[test] fns.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::process::Command;

@@ -239,7 +239,12 @@ pub fn update_bridge_ops(uuid: &Uuid, name: &str, datapath_type: &str, dpid: &st
         Op::Update {
             table: "Bridge".into(),
             conditions: vec![Condition::uuid(uuid)],
-            row: bridge_settings(name, datapath_type),
+            row: {
+                // `name` is immutable: an update that names it fails.
+                let mut row = bridge_settings(name, datapath_type);
+                row.remove("name");
+                row
+            },
         },
         Op::Mutate {
             table: "Bridge".into(),

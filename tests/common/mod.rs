@@ -17,8 +17,12 @@ pub mod netns;
 pub mod ovs;
 pub mod privilege;
 
+// Each test crate uses a different subset of these.
+#[allow(unused_imports)]
 pub use netns::{Netns, in_netns, unique_suffix};
+#[allow(unused_imports)]
 pub use ovs::{Sandbox, SandboxOpts};
+#[allow(unused_imports)]
 pub use privilege::privileged;
 
 use std::process::Command;
