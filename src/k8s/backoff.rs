@@ -75,7 +75,10 @@ mod tests {
         let d: Vec<u128> = (0..8).map(|_| b.next_delay().as_millis()).collect();
         let bases = [800u128, 1600, 3200, 6400, 12800, 25600, 30000, 30000];
         for (got, base) in d.iter().zip(bases) {
-            assert!(*got >= base * 3 / 4 && *got <= base.min(30000) * 5 / 4, "{d:?}");
+            assert!(
+                *got >= base * 3 / 4 && *got <= base.min(30000) * 5 / 4,
+                "{d:?}"
+            );
             assert!(*got <= 30000);
         }
         assert_eq!(b.attempts(), 8);

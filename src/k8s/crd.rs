@@ -318,12 +318,13 @@ fn validate_port(w: &TcPortWire, path: &str, allow_erspan: bool, e: &mut Errors)
         let p = format!("{p}.remoteIP");
         e.required(&p, r).and_then(|s| e.ip(&p, s))
     };
-    let int = |v: Option<i64>, p: String, lo: i64, hi: i64, e: &mut Errors| -> Result<Option<i64>, ()> {
-        match v {
-            None => Ok(None),
-            Some(v) => e.range(&p, v, lo, hi).map(Some).ok_or(()),
-        }
-    };
+    let int =
+        |v: Option<i64>, p: String, lo: i64, hi: i64, e: &mut Errors| -> Result<Option<i64>, ()> {
+            match v {
+                None => Ok(None),
+                Some(v) => e.range(&p, v, lo, hi).map(Some).ok_or(()),
+            }
+        };
     if let Some(n) = &w.ovs_internal {
         return name(n, &format!("{path}.ovsInternal"), e).map(|name| TcPort::OvsInternal { name });
     }
@@ -333,7 +334,13 @@ fn validate_port(w: &TcPortWire, path: &str, allow_erspan: bool, e: &mut Errors)
     let udp = |t: &UdpTunnelWire, p: String, e: &mut Errors| {
         let ip = remote(&t.remote_ip, &p, e);
         let vni = int(t.vni, format!("{p}.vni"), 0, 16_777_215, e);
-        let port = int(t.destination_port, format!("{p}.destinationPort"), 1, 65_535, e);
+        let port = int(
+            t.destination_port,
+            format!("{p}.destinationPort"),
+            1,
+            65_535,
+            e,
+        );
         Some(UdpTunnel {
             remote_ip: ip?,
             vni: vni.ok()?.and_then(|v| u32::try_from(v).ok()),
@@ -381,7 +388,13 @@ fn validate_port(w: &TcPortWire, path: &str, allow_erspan: bool, e: &mut Errors)
         };
         let i32_range = (i64::from(i32::MIN), i64::from(i32::MAX));
         let index = int(t.index, format!("{p}.index"), i32_range.0, i32_range.1, e);
-        let hwid = int(t.hardware_id, format!("{p}.hardwareID"), i32_range.0, i32_range.1, e);
+        let hwid = int(
+            t.hardware_id,
+            format!("{p}.hardwareID"),
+            i32_range.0,
+            i32_range.1,
+            e,
+        );
         return Some(TcPort::Erspan(ErspanTunnel {
             remote_ip: ip?,
             session_id: session.ok()?.and_then(|v| u16::try_from(v).ok()),

@@ -16,7 +16,11 @@ pub enum KubeError {
     /// HTTP 404 on a collection: usually the CRD is not installed.
     NotFound { url: String, message: String },
     /// Any other non-2xx answer, with the API `Status` fields kept.
-    Status { code: u16, reason: String, message: String },
+    Status {
+        code: u16,
+        reason: String,
+        message: String,
+    },
     /// The TLS handshake failed (unknown CA, name mismatch, bad client certificate).
     Tls { server: String, detail: String },
     /// Connection refused/reset, timeout, a stream cut mid-chunk.
@@ -57,7 +61,9 @@ impl KubeError {
 impl fmt::Display for KubeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KubeError::Gone { message } => write!(f, "resource version expired (410 Gone): {message}"),
+            KubeError::Gone { message } => {
+                write!(f, "resource version expired (410 Gone): {message}")
+            }
             KubeError::Unauthorized { message } => write!(f, "unauthorized (401): {message}"),
             KubeError::Forbidden { message } => write!(f, "forbidden (403): {message}"),
             KubeError::NotFound { url, message } => write!(

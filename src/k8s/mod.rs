@@ -13,19 +13,29 @@
 pub mod backoff;
 pub mod crd;
 pub mod error;
+pub mod http;
+pub mod kubeconfig;
+pub mod manifests;
 pub mod selector;
+pub mod source;
 pub mod store;
 pub mod types;
 pub mod validate;
 pub mod watch;
 pub mod yaml;
 
+pub use backoff::BackoffConfig;
 pub use crd::{
     Action, AppliedTo, Direction, ErspanTunnel, ErspanVersion, ExternalNode, ExternalNodeSpec,
     GreTunnel, NetworkInterface, TcPort, TrafficControl, TrafficControlSpec, UdpTunnel,
 };
 pub use error::KubeError;
+pub use http::{Client, HttpConfig};
+pub use kubeconfig::{ClusterConfig, Credentials};
+pub use manifests::ManifestsConfig;
 pub use selector::{LabelSelector, Labels};
+pub use source::{Event, KindStatus, Source, SourceConfig};
 pub use store::{Change, Store, Stores};
 pub use types::{Kind, Namespace, ObjectMeta, Pod, PodSpec, Resource};
 pub use validate::{FieldError, ValidationError};
+pub use watch::WatchConfig;

@@ -121,11 +121,10 @@ impl LabelSelector {
                     &format!("{p}.values"),
                     "must be non-empty for operator In or NotIn",
                 ),
-                Some(Operator::Exists | Operator::DoesNotExist) if !values.is_empty() => errs
-                    .add(
-                        &format!("{p}.values"),
-                        "must be empty for operator Exists or DoesNotExist",
-                    ),
+                Some(Operator::Exists | Operator::DoesNotExist) if !values.is_empty() => errs.add(
+                    &format!("{p}.values"),
+                    "must be empty for operator Exists or DoesNotExist",
+                ),
                 _ => {}
             }
             for (j, v) in values.iter().enumerate() {
@@ -194,12 +193,27 @@ mod tests {
         let base = [("app", "web"), ("tier", "b"), ("team", "x")];
         assert!(s.matches(&labels(&base)));
         // NotIn matches a missing key and a different value, not the listed value.
-        assert!(s.matches(&labels(&[("app", "web"), ("tier", "a"), ("team", ""), ("env", "dev")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("team", "x"), ("env", "prod")])));
+        assert!(s.matches(&labels(&[
+            ("app", "web"),
+            ("tier", "a"),
+            ("team", ""),
+            ("env", "dev")
+        ])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("tier", "a"),
+            ("team", "x"),
+            ("env", "prod")
+        ])));
         assert!(!s.matches(&labels(&[("app", "web"), ("tier", "c"), ("team", "x")])));
         assert!(!s.matches(&labels(&[("app", "db"), ("tier", "a"), ("team", "x")])));
         assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("team", "x"), ("legacy", "1")])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("tier", "a"),
+            ("team", "x"),
+            ("legacy", "1")
+        ])));
         let mut keys: Vec<&str> = s.required_keys().collect();
         keys.sort();
         assert_eq!(keys, ["app", "team", "tier"]);
@@ -221,20 +235,29 @@ mod tests {
             e.to_string(),
             "spec.appliedTo.podSelector.matchExpressions[0].operator: \"Equals\" is not one of In, NotIn, Exists, DoesNotExist"
         );
-        let e = sel(r#"{"matchExpressions":[{"key":"a","operator":"In","values":[]}]}"#).unwrap_err();
+        let e =
+            sel(r#"{"matchExpressions":[{"key":"a","operator":"In","values":[]}]}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
             "spec.appliedTo.podSelector.matchExpressions[0].values: must be non-empty for operator In or NotIn"
         );
         let e = sel(r#"{"matchExpressions":[{"key":"a","operator":"Exists","values":["x"]}]}"#)
             .unwrap_err();
-        assert!(e.to_string().contains("must be empty for operator Exists"), "{e}");
+        assert!(
+            e.to_string().contains("must be empty for operator Exists"),
+            "{e}"
+        );
         let e = sel(r#"{"matchLabels":{"app":"bad value"}}"#).unwrap_err();
         assert!(
-            e.to_string().starts_with("spec.appliedTo.podSelector.matchLabels.app: invalid value"),
+            e.to_string()
+                .starts_with("spec.appliedTo.podSelector.matchLabels.app: invalid value"),
             "{e}"
         );
         let e = sel(r#"{"matchLabels":{"Bad/key":"v"}}"#).unwrap_err();
-        assert!(e.to_string().starts_with("spec.appliedTo.podSelector.matchLabels: invalid key"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("spec.appliedTo.podSelector.matchLabels: invalid key"),
+            "{e}"
+        );
     }
 }

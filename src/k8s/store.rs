@@ -340,7 +340,9 @@ impl Store<TrafficControl> {
     ) -> BTreeSet<String> {
         let g = self.read();
         let mut cand = BTreeSet::new();
-        g.index.pods.candidates(old.into_iter().chain(new), &mut cand);
+        g.index
+            .pods
+            .candidates(old.into_iter().chain(new), &mut cand);
         cand.retain(|k| {
             let Some(Ok(spec)) = g.objects.get(k).map(|t| &t.spec) else {
                 return false;
@@ -354,7 +356,11 @@ impl Store<TrafficControl> {
 
     /// Keys of the TCs whose Namespace selector matches the Namespace before (`old`) or
     /// after (`new`) the event: their set of selected Pods may have changed.
-    pub fn affected_by_namespace(&self, old: Option<&Labels>, new: Option<&Labels>) -> BTreeSet<String> {
+    pub fn affected_by_namespace(
+        &self,
+        old: Option<&Labels>,
+        new: Option<&Labels>,
+    ) -> BTreeSet<String> {
         let g = self.read();
         let mut cand = BTreeSet::new();
         g.index

@@ -240,11 +240,24 @@ mod tests {
         assert_eq!(p.key(), "prod/web-1");
         assert_eq!(p.metadata.resource_version, "42");
         assert_eq!(p.metadata.generation, Some(3));
-        assert_eq!(p.metadata.labels.get("app").map(String::as_str), Some("web"));
-        assert_eq!(p.metadata.creation_timestamp.as_deref(), Some("2026-11-30T09:00:00Z"));
-        assert_eq!(p.spec, PodSpec { node_name: "vm1".into(), host_network: true });
-        let n = Namespace::decode(serde_json::json!({"metadata": {"name": "prod", "labels": null}}))
-            .unwrap();
+        assert_eq!(
+            p.metadata.labels.get("app").map(String::as_str),
+            Some("web")
+        );
+        assert_eq!(
+            p.metadata.creation_timestamp.as_deref(),
+            Some("2026-11-30T09:00:00Z")
+        );
+        assert_eq!(
+            p.spec,
+            PodSpec {
+                node_name: "vm1".into(),
+                host_network: true
+            }
+        );
+        let n =
+            Namespace::decode(serde_json::json!({"metadata": {"name": "prod", "labels": null}}))
+                .unwrap();
         assert_eq!(n.key(), "prod");
         assert!(n.metadata.labels.is_empty());
         assert!(Pod::decode(serde_json::json!({"metadata": 5})).is_err());
@@ -253,7 +266,10 @@ mod tests {
     #[test]
     fn collection_paths() {
         assert_eq!(Kind::Pod.collection_path(None), "/api/v1/pods");
-        assert_eq!(Kind::Namespace.collection_path(Some("x")), "/api/v1/namespaces");
+        assert_eq!(
+            Kind::Namespace.collection_path(Some("x")),
+            "/api/v1/namespaces"
+        );
         assert_eq!(
             Kind::TrafficControl.collection_path(None),
             "/apis/crd.antrea.io/v1alpha2/trafficcontrols"
@@ -266,6 +282,9 @@ mod tests {
             Kind::from_type("crd.antrea.io/v1alpha2", "TrafficControl"),
             Some(Kind::TrafficControl)
         );
-        assert_eq!(Kind::from_type("crd.antrea.io/v1alpha1", "TrafficControl"), None);
+        assert_eq!(
+            Kind::from_type("crd.antrea.io/v1alpha1", "TrafficControl"),
+            None
+        );
     }
 }

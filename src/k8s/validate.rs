@@ -106,10 +106,7 @@ impl Errors {
             return Some(*t);
         }
         let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
-        self.add(
-            path,
-            format!("{v:?} is not one of {}", names.join(", ")),
-        );
+        self.add(path, format!("{v:?} is not one of {}", names.join(", ")));
         None
     }
 }
@@ -122,8 +119,7 @@ fn is_label_token(s: &str) -> bool {
         && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -136,8 +132,7 @@ fn is_dns1123_subdomain(s: &str) -> bool {
             !b.is_empty()
                 && b[0].is_ascii_alphanumeric()
                 && b[b.len() - 1].is_ascii_alphanumeric()
-                && b
-                    .iter()
+                && b.iter()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         })
 }
@@ -194,7 +189,10 @@ mod tests {
     #[test]
     fn range_message_names_path_value_and_bounds() {
         let mut e = Errors::default();
-        assert_eq!(e.range("spec.targetPort.vxlan.vni", 16777216, 0, 16777215), None);
+        assert_eq!(
+            e.range("spec.targetPort.vxlan.vni", 16777216, 0, 16777215),
+            None
+        );
         assert_eq!(
             e.into_result(()).unwrap_err().to_string(),
             "spec.targetPort.vxlan.vni: 16777216 out of range 0..16777215"

@@ -131,7 +131,9 @@ pub enum WatchEvent<T> {
     Added(T),
     Modified(T),
     Deleted(T),
-    Bookmark { resource_version: String },
+    Bookmark {
+        resource_version: String,
+    },
     /// An `ERROR` event or a bare `Status` line.
     Error(KubeError),
 }
@@ -240,7 +242,11 @@ impl<T: Resource> Watcher<T> {
 
     /// One line of the stream. Returns the store change, if any; an `Err` means the
     /// stream must be abandoned (the machine has already chosen what to do next).
-    pub fn on_watch_event(&mut self, ev: WatchEvent<T>, now: Instant) -> Result<Option<Delta<T>>, KubeError> {
+    pub fn on_watch_event(
+        &mut self,
+        ev: WatchEvent<T>,
+        now: Instant,
+    ) -> Result<Option<Delta<T>>, KubeError> {
         let State::Watching { rv } = &mut self.state else {
             return Ok(None);
         };
@@ -399,8 +405,7 @@ pub fn decode_event<T: Resource>(line: &[u8]) -> Result<WatchEvent<T>, KubeError
                 .to_string(),
         },
         "ERROR" => {
-            let s: StatusWire =
-                serde_json::from_value(w.object).map_err(|e| bad(e.to_string()))?;
+            let s: StatusWire = serde_json::from_value(w.object).map_err(|e| bad(e.to_string()))?;
             WatchEvent::Error(s.into_error("watch"))
         }
         other => return Err(bad(format!("unknown event type {other:?}"))),

@@ -73,6 +73,9 @@ mod tests {
     fn errors_are_reported() {
         assert!(parse_documents("a: [1, 2\n").is_err());
         // yaml-rust2 resolves anchors itself.
-        assert_eq!(parse_documents("a: &x 1\nb: *x\n").unwrap(), vec![json!({"a": 1, "b": 1})]);
+        assert_eq!(
+            parse_documents("a: &x 1\nb: *x\n").unwrap(),
+            vec![json!({"a": 1, "b": 1})]
+        );
     }
 }

@@ -38,19 +38,36 @@ fn full_spec_decodes_to_typed_values() {
             destination_port: Some(4790)
         })
     );
-    assert_eq!(s.return_port, Some(TcPort::OvsInternal { name: "tc-return".into() }));
-    assert_eq!(s.applied_to.namespace_selector, Some(LabelSelector::default()));
+    assert_eq!(
+        s.return_port,
+        Some(TcPort::OvsInternal {
+            name: "tc-return".into()
+        })
+    );
+    assert_eq!(
+        s.applied_to.namespace_selector,
+        Some(LabelSelector::default())
+    );
 }
 
 #[test]
 fn every_port_variant() {
-    let s = tc(base(json!({"gre": {"remoteIP": "192.0.2.1", "key": 4294967295u64}}))).spec.unwrap();
+    let s = tc(base(
+        json!({"gre": {"remoteIP": "192.0.2.1", "key": 4294967295u64}}),
+    ))
+    .spec
+    .unwrap();
     assert_eq!(
         s.target_port,
-        TcPort::Gre(GreTunnel { remote_ip: "192.0.2.1".parse().unwrap(), key: Some(u32::MAX) })
+        TcPort::Gre(GreTunnel {
+            remote_ip: "192.0.2.1".parse().unwrap(),
+            key: Some(u32::MAX)
+        })
     );
-    let s = tc(base(json!({"erspan": {"remoteIP": "192.0.2.1", "sessionID": 1023, "version": 2,
-                                      "dir": 1, "hardwareID": 4}})))
+    let s = tc(base(
+        json!({"erspan": {"remoteIP": "192.0.2.1", "sessionID": 1023, "version": 2,
+                                      "dir": 1, "hardwareID": 4}}),
+    ))
     .spec
     .unwrap();
     assert_eq!(
@@ -65,8 +82,15 @@ fn every_port_variant() {
         })
     );
     let s = tc(base(json!({"device": {"name": "eth7"}}))).spec.unwrap();
-    assert_eq!(s.target_port, TcPort::Device { name: "eth7".into() });
-    let s = tc(base(json!({"geneve": {"remoteIP": "198.51.100.9"}}))).spec.unwrap();
+    assert_eq!(
+        s.target_port,
+        TcPort::Device {
+            name: "eth7".into()
+        }
+    );
+    let s = tc(base(json!({"geneve": {"remoteIP": "198.51.100.9"}})))
+        .spec
+        .unwrap();
     assert_eq!(
         s.target_port,
         TcPort::Geneve(UdpTunnel {
@@ -80,11 +104,15 @@ fn every_port_variant() {
 #[test]
 fn range_and_enum_errors_name_the_field() {
     assert_eq!(
-        err(base(json!({"vxlan": {"remoteIP": "192.0.2.1", "vni": 16777216}}))),
+        err(base(
+            json!({"vxlan": {"remoteIP": "192.0.2.1", "vni": 16777216}})
+        )),
         "spec.targetPort.vxlan.vni: 16777216 out of range 0..16777215"
     );
     assert_eq!(
-        err(base(json!({"geneve": {"remoteIP": "192.0.2.1", "destinationPort": 0}}))),
+        err(base(
+            json!({"geneve": {"remoteIP": "192.0.2.1", "destinationPort": 0}})
+        )),
         "spec.targetPort.geneve.destinationPort: 0 out of range 1..65535"
     );
     assert_eq!(
@@ -92,11 +120,15 @@ fn range_and_enum_errors_name_the_field() {
         "spec.targetPort.gre.key: -1 out of range 0..4294967295"
     );
     assert_eq!(
-        err(base(json!({"erspan": {"remoteIP": "192.0.2.1", "version": 3, "sessionID": 1024}}))),
+        err(base(
+            json!({"erspan": {"remoteIP": "192.0.2.1", "version": 3, "sessionID": 1024}})
+        )),
         "spec.targetPort.erspan.sessionID: 1024 out of range 0..1023; spec.targetPort.erspan.version: 3 is not one of 1, 2"
     );
     assert_eq!(
-        err(base(json!({"erspan": {"remoteIP": "192.0.2.1", "version": 2, "dir": 2}}))),
+        err(base(
+            json!({"erspan": {"remoteIP": "192.0.2.1", "version": 2, "dir": 2}})
+        )),
         "spec.targetPort.erspan.dir: 2 is not one of 0, 1"
     );
     assert_eq!(
@@ -116,7 +148,9 @@ fn range_and_enum_errors_name_the_field() {
 #[test]
 fn exactly_one_port_variant() {
     assert_eq!(
-        err(base(json!({"vxlan": {"remoteIP": "192.0.2.1"}, "gre": {"remoteIP": "192.0.2.1"}}))),
+        err(base(
+            json!({"vxlan": {"remoteIP": "192.0.2.1"}, "gre": {"remoteIP": "192.0.2.1"}})
+        )),
         "spec.targetPort: exactly one of ovsInternal, device, geneve, vxlan, gre, erspan must be set (found 2: vxlan, gre)"
     );
     assert_eq!(
@@ -125,7 +159,10 @@ fn exactly_one_port_variant() {
     );
     let mut s = base(json!({"device": {"name": "eth7"}}));
     s["returnPort"] = json!({"erspan": {"remoteIP": "192.0.2.1", "version": 1}});
-    assert_eq!(err(s), "spec.returnPort.erspan: not allowed in a return port");
+    assert_eq!(
+        err(s),
+        "spec.returnPort.erspan: not allowed in a return port"
+    );
 }
 
 #[test]
@@ -136,8 +173,13 @@ fn missing_fields_and_type_errors() {
     );
     let mut s = base(json!({"device": {"name": "eth7"}}));
     s["direction"] = json!("Sideways");
-    assert_eq!(err(s), "spec.direction: \"Sideways\" is not one of Ingress, Egress, Both");
-    let e = err(base(json!({"vxlan": {"remoteIP": "192.0.2.1", "vni": "five"}})));
+    assert_eq!(
+        err(s),
+        "spec.direction: \"Sideways\" is not one of Ingress, Egress, Both"
+    );
+    let e = err(base(
+        json!({"vxlan": {"remoteIP": "192.0.2.1", "vni": "five"}}),
+    ));
     assert!(e.starts_with("spec: invalid type: string \"five\""), "{e}");
     let t = TrafficControl::decode(json!({"metadata": {"name": "x"}})).unwrap();
     assert_eq!(t.spec.unwrap_err().to_string(), "spec: required");
@@ -165,13 +207,22 @@ fn applied_to_semantics() {
     };
     let none = AppliedTo::default();
     assert!(!none.selects(&l("a"), &l("n")));
-    let pod_only = AppliedTo { pod_selector: Some(sel("a")), namespace_selector: None };
+    let pod_only = AppliedTo {
+        pod_selector: Some(sel("a")),
+        namespace_selector: None,
+    };
     assert!(pod_only.selects(&l("a"), &Labels::new()));
     assert!(!pod_only.selects(&l("b"), &Labels::new()));
-    let ns_only = AppliedTo { pod_selector: None, namespace_selector: Some(sel("n")) };
+    let ns_only = AppliedTo {
+        pod_selector: None,
+        namespace_selector: Some(sel("n")),
+    };
     assert!(ns_only.selects(&Labels::new(), &l("n")));
     assert!(!ns_only.selects(&l("a"), &l("m")));
-    let both = AppliedTo { pod_selector: Some(sel("a")), namespace_selector: Some(sel("n")) };
+    let both = AppliedTo {
+        pod_selector: Some(sel("a")),
+        namespace_selector: Some(sel("n")),
+    };
     assert!(both.selects(&l("a"), &l("n")));
     assert!(!both.selects(&l("a"), &l("m")));
 }
@@ -195,9 +246,15 @@ fn external_node() {
     let two = ExternalNode::decode(json!({"metadata": {"name": "vm1"},
         "spec": {"interfaces": [{"ips": ["192.0.2.1"]}, {"ips": ["192.0.2.2"]}]}}))
     .unwrap();
-    assert_eq!(two.spec.unwrap_err().to_string(), "spec.interfaces: must have exactly 1 item, has 2");
+    assert_eq!(
+        two.spec.unwrap_err().to_string(),
+        "spec.interfaces: must have exactly 1 item, has 2"
+    );
     let no_ips = ExternalNode::decode(json!({"metadata": {"name": "vm1"},
         "spec": {"interfaces": [{"name": "eth0"}]}}))
     .unwrap();
-    assert_eq!(no_ips.spec.unwrap_err().to_string(), "spec.interfaces[0].ips: must have at least 1 item");
+    assert_eq!(
+        no_ips.spec.unwrap_err().to_string(),
+        "spec.interfaces[0].ips: must have at least 1 item"
+    );
 }

@@ -14,7 +14,10 @@ fn tc(name: &str, applied_to: serde_json::Value) -> TrafficControl {
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[test]
@@ -63,10 +66,17 @@ fn replace_synthesizes_deletes_and_marks_synced() {
         .collect();
     assert_eq!(
         kinds,
-        [("a/change".into(), "updated"), ("c/new".into(), "added"), ("b/gone".into(), "deleted")]
+        [
+            ("a/change".into(), "updated"),
+            ("c/new".into(), "added"),
+            ("b/gone".into(), "deleted")
+        ]
     );
     assert!(s.has_synced());
-    assert_eq!(s.keys().into_iter().collect::<Vec<_>>(), ["a/change", "a/keep", "c/new"]);
+    assert_eq!(
+        s.keys().into_iter().collect::<Vec<_>>(),
+        ["a/change", "a/keep", "c/new"]
+    );
     let in_a: Vec<String> = s.in_namespace("a").iter().map(|p| p.key()).collect();
     assert_eq!(in_a, ["a/change", "a/keep"]);
     assert!(s.in_namespace("b").is_empty());
@@ -75,34 +85,64 @@ fn replace_synthesizes_deletes_and_marks_synced() {
 #[test]
 fn tc_index_maps_pod_and_namespace_events() {
     let s: Store<TrafficControl> = Store::new();
-    s.apply(tc("by-app", json!({"podSelector": {"matchLabels": {"app": "web"}}})));
-    s.apply(tc("by-tier", json!({"podSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}})));
+    s.apply(tc(
+        "by-app",
+        json!({"podSelector": {"matchLabels": {"app": "web"}}}),
+    ));
+    s.apply(tc(
+        "by-tier",
+        json!({"podSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}}),
+    ));
     s.apply(tc("not-prod", json!({"podSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}})));
-    s.apply(tc("ns-team", json!({"namespaceSelector": {"matchLabels": {"team": "a"}}})));
+    s.apply(tc(
+        "ns-team",
+        json!({"namespaceSelector": {"matchLabels": {"team": "a"}}}),
+    ));
     s.apply(tc("nothing", json!({})));
-    s.apply(tc("invalid", json!({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Bad"}]}})));
+    s.apply(tc(
+        "invalid",
+        json!({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Bad"}]}}),
+    ));
     let ns_a = labels(&[("team", "a")]);
     let ns_b = labels(&[("team", "b")]);
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
 
     let web = labels(&[("app", "web"), ("env", "prod")]);
     assert_eq!(s.affected_by_pod(&ns_b, None, Some(&web)), set(&["by-app"]));
-    assert_eq!(s.affected_by_pod(&ns_a, Some(&web), None), set(&["by-app", "ns-team"]));
+    assert_eq!(
+        s.affected_by_pod(&ns_a, Some(&web), None),
+        set(&["by-app", "ns-team"])
+    );
     let plain = labels(&[]);
-    assert_eq!(s.affected_by_pod(&ns_b, None, Some(&plain)), set(&["not-prod"]));
+    assert_eq!(
+        s.affected_by_pod(&ns_b, None, Some(&plain)),
+        set(&["not-prod"])
+    );
     // A label change moves the Pod from one TC to another: both are affected.
     let tiered = labels(&[("tier", "1"), ("env", "prod")]);
-    assert_eq!(s.affected_by_pod(&ns_b, Some(&web), Some(&tiered)), set(&["by-app", "by-tier"]));
+    assert_eq!(
+        s.affected_by_pod(&ns_b, Some(&web), Some(&tiered)),
+        set(&["by-app", "by-tier"])
+    );
 
-    assert_eq!(s.affected_by_namespace(Some(&ns_b), Some(&ns_a)), set(&["ns-team"]));
+    assert_eq!(
+        s.affected_by_namespace(Some(&ns_b), Some(&ns_a)),
+        set(&["ns-team"])
+    );
     assert_eq!(s.affected_by_namespace(Some(&ns_b), None), set(&[]));
 
     // Updating a TC re-files it; deleting unfiles it.
-    s.apply(tc("by-app", json!({"podSelector": {"matchLabels": {"role": "db"}}})));
+    s.apply(tc(
+        "by-app",
+        json!({"podSelector": {"matchLabels": {"role": "db"}}}),
+    ));
     assert_eq!(s.affected_by_pod(&ns_b, None, Some(&web)), set(&[]));
     s.delete("not-prod");
     assert_eq!(s.affected_by_pod(&ns_b, None, Some(&plain)), set(&[]));
     let g = s.read();
-    assert!(g.index.pods.by_key.get("app").is_none(), "stale index slot left behind");
+    assert!(
+        !g.index.pods.by_key.contains_key("app"),
+        "stale index slot left behind"
+    );
     assert_eq!(g.index.pods.any, set(&["ns-team"]));
 }
