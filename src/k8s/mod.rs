@@ -1,1 +1,41 @@
 //! Kubernetes source: types, validation, selectors, stores, list/watch, manifests.
+//!
+//! Owns everything between the API server (or a manifests directory) and the object
+//! stores the controllers read: decoding and validating objects, the watch state machine,
+//! the HTTP transport, and the events telling controllers what changed. It does not decide
+//! what a change means for OVS; that is `controller/`.
+//!
+//! Layout: pure parts — `types`/`crd` (objects), `validate`, `selector`, `store`,
+//! `watch` (state machine + codec), `backoff`, `kubeconfig`, `yaml` — and I/O parts:
+//! `http` (the only user of ureq), `source` (watcher threads driving `watch` over `http`),
+//! `manifests` (directory poller). Start one with [`source::Source`].
+
+pub mod backoff;
+pub mod crd;
+pub mod error;
+pub mod http;
+pub mod kubeconfig;
+pub mod manifests;
+pub mod selector;
+pub mod source;
+pub mod store;
+pub mod types;
+pub mod validate;
+pub mod watch;
+pub mod yaml;
+
+pub use backoff::BackoffConfig;
+pub use crd::{
+    Action, AppliedTo, Direction, ErspanTunnel, ErspanVersion, ExternalNode, ExternalNodeSpec,
+    GreTunnel, NetworkInterface, TcPort, TrafficControl, TrafficControlSpec, UdpTunnel,
+};
+pub use error::KubeError;
+pub use http::{Client, HttpConfig};
+pub use kubeconfig::{ClusterConfig, Credentials};
+pub use manifests::ManifestsConfig;
+pub use selector::{LabelSelector, Labels};
+pub use source::{Event, KindStatus, Source, SourceConfig};
+pub use store::{Change, Store, Stores};
+pub use types::{Kind, Namespace, ObjectMeta, Pod, PodSpec, Resource};
+pub use validate::{FieldError, ValidationError};
+pub use watch::WatchConfig;

@@ -1,0 +1,441 @@
+//! HTTPS to the API server: the only file that uses ureq. Owns the agent (TLS from the
+//! [`ClusterConfig`]), bearer tokens (a token file is re-read every minute and after a 401,
+//! as client-go's cached file token source does), request timeouts, and turning non-2xx
+//! answers into [`KubeError`]s with the API `Status` kept (ureq's status-as-error is off).
+//! It does not know about list/watch semantics (`watch.rs`) or threads (`source.rs`).
+//!
+//! `tls-server-name` is honoured with a resolver override: requests go to
+//! `https://<tls-server-name>:<port>` and the name resolves to the configured server's
+//! address, so SNI and certificate verification use the override name (the Host header
+//! carries it too, which the API server ignores).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ureq::http::Uri;
+use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+
+use super::error::KubeError;
+use super::kubeconfig::{ClusterConfig, Credentials};
+use super::watch::StatusWire;
+
+/// How often a token file is re-read (client-go `NewCachedFileTokenSource`).
+pub const TOKEN_REREAD: Duration = Duration::from_secs(60);
+
+/// Timeouts and policy of the client; `Default` is what the daemon uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// TCP connect plus TLS handshake.
+    pub connect_timeout: Duration,
+    /// Whole non-watch request, and the wait for a watch's response headers.
+    pub request_timeout: Duration,
+    /// Longest silence on an open watch before it is treated as dead; must exceed the
+    /// watch `timeoutSeconds` (290 s) since bookmarks may be the only traffic.
+    pub watch_stall_timeout: Duration,
+    /// Honour `insecure-skip-tls-verify` (refused unless this is set).
+    pub allow_insecure: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            watch_stall_timeout: Duration::from_secs(300),
+            allow_insecure: false,
+        }
+    }
+}
+
+/// Bearer token, re-read from its file when stale or rejected.
+#[derive(Debug)]
+struct TokenSource {
+    creds: Credentials,
+    cached: Mutex<Option<(String, Instant)>>,
+}
+
+impl TokenSource {
+    fn token(&self) -> Result<Option<String>, KubeError> {
+        match &self.creds {
+            Credentials::None => Ok(None),
+            Credentials::Token(t) => Ok(Some(t.clone())),
+            Credentials::TokenFile(path) => {
+                let mut g = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((t, at)) = g.as_ref() {
+                    if at.elapsed() < TOKEN_REREAD {
+                        return Ok(Some(t.clone()));
+                    }
+                }
+                let t = read_token(path)?;
+                *g = Some((t.clone(), Instant::now()));
+                Ok(Some(t))
+            }
+        }
+    }
+
+    /// After a 401: the next request re-reads the file.
+    fn invalidate(&self) {
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+fn read_token(path: &PathBuf) -> Result<String, KubeError> {
+    let t = std::fs::read_to_string(path).map_err(|e| KubeError::Config {
+        what: format!("token file {}", path.display()),
+        detail: e.to_string(),
+    })?;
+    Ok(t.trim().to_string())
+}
+
+/// Resolves the `tls-server-name` host to the configured server's address.
+#[derive(Debug)]
+struct OverrideResolver {
+    name: String,
+    target: Uri,
+    inner: DefaultResolver,
+}
+
+impl Resolver for OverrideResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        if uri.host() == Some(self.name.as_str()) {
+            self.inner.resolve(&self.target, config, timeout)
+        } else {
+            self.inner.resolve(uri, config, timeout)
+        }
+    }
+}
+
+/// A connection to one API server, shared by the watcher threads.
+#[derive(Debug)]
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    server: String,
+    tokens: TokenSource,
+    cfg: HttpConfig,
+}
+
+fn certs(pem: &[u8], what: &str) -> Result<Vec<Certificate<'static>>, KubeError> {
+    let mut out = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(PemItem::Certificate(c)) => out.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(KubeError::Config {
+                    what: what.to_string(),
+                    detail: e.to_string(),
+                });
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(KubeError::Config {
+            what: what.to_string(),
+            detail: "no PEM certificate found".to_string(),
+        });
+    }
+    Ok(out)
+}
+
+impl Client {
+    pub fn new(cc: &ClusterConfig, cfg: HttpConfig) -> Result<Client, KubeError> {
+        let server_uri: Uri = cc.server.parse().map_err(|e| KubeError::Config {
+            what: format!("server {:?}", cc.server),
+            detail: format!("not a URL: {e}"),
+        })?;
+        let mut tls = TlsConfig::builder();
+        if let Some(ca) = &cc.ca_pem {
+            tls = tls.root_certs(RootCerts::new_with_certs(&certs(
+                ca,
+                "certificate-authority",
+            )?));
+        }
+        if let (Some(cert), Some(key)) = (&cc.client_cert_pem, &cc.client_key_pem) {
+            let chain = certs(cert, "client-certificate")?;
+            let key = PrivateKey::from_pem(key).map_err(|e| KubeError::Config {
+                what: "client-key".to_string(),
+                detail: e.to_string(),
+            })?;
+            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+        }
+        if cc.insecure_skip_tls_verify {
+            if !cfg.allow_insecure {
+                return Err(KubeError::Config {
+                    what: "insecure-skip-tls-verify".to_string(),
+                    detail: "the kubeconfig disables server certificate verification; refusing (allow it explicitly if you really mean it)".to_string(),
+                });
+            }
+            log::warn!(
+                "server={} TLS VERIFICATION DISABLED (insecure-skip-tls-verify): anyone on the path can impersonate the API server",
+                cc.server
+            );
+            tls = tls.disable_verification(true);
+        }
+        let config = ureq::Agent::config_builder()
+            .tls_config(tls.build())
+            .http_status_as_error(false)
+            .proxy(None)
+            .https_only(false)
+            .timeout_connect(Some(cfg.connect_timeout))
+            .timeout_recv_response(Some(cfg.request_timeout))
+            .build();
+        let (agent, base) = match &cc.tls_server_name {
+            Some(name) => {
+                let port =
+                    server_uri
+                        .port_u16()
+                        .unwrap_or(if server_uri.scheme_str() == Some("http") {
+                            80
+                        } else {
+                            443
+                        });
+                let scheme = server_uri.scheme_str().unwrap_or("https");
+                let resolver = OverrideResolver {
+                    name: name.clone(),
+                    target: server_uri.clone(),
+                    inner: DefaultResolver::default(),
+                };
+                let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), resolver);
+                (agent, format!("{scheme}://{name}:{port}"))
+            }
+            None => (ureq::Agent::new_with_config(config), cc.server.clone()),
+        };
+        Ok(Client {
+            agent,
+            base,
+            server: cc.server.clone(),
+            tokens: TokenSource {
+                creds: cc.credentials.clone(),
+                cached: Mutex::new(None),
+            },
+            cfg,
+        })
+    }
+
+    /// The server URL, for messages.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn url(&self, path: &str, query: &[(&str, String)]) -> String {
+        let mut u = format!("{}{}", self.base, path);
+        for (i, (k, v)) in query.iter().enumerate() {
+            u.push(if i == 0 { '?' } else { '&' });
+            u.push_str(&encode_query(k));
+            u.push('=');
+            u.push_str(&encode_query(v));
+        }
+        u
+    }
+
+    fn call(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        watch: bool,
+    ) -> Result<ureq::http::Response<ureq::Body>, KubeError> {
+        let url = self.url(path, query);
+        let mut req = self.agent.get(&url).header("Accept", "application/json");
+        if let Some(t) = self.tokens.token()? {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let req = if watch {
+            req.config()
+                .timeout_recv_body(None)
+                .timeout_per_read(Some(self.cfg.watch_stall_timeout))
+                .build()
+        } else {
+            req.config()
+                .timeout_recv_body(Some(self.cfg.request_timeout))
+                .build()
+        };
+        let resp = req.call().map_err(|e| self.map_err(e, path))?;
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(resp);
+        }
+        if status == 401 {
+            self.tokens.invalidate();
+        }
+        let body = resp
+            .into_body()
+            .into_with_config()
+            .limit(1 << 20)
+            .read_to_vec()
+            .unwrap_or_default();
+        let st: StatusWire = serde_json::from_slice(&body).unwrap_or_default();
+        let message = if st.message.is_empty() {
+            String::from_utf8_lossy(&body[..body.len().min(256)])
+                .trim()
+                .to_string()
+        } else {
+            st.message
+        };
+        Err(KubeError::from_status(status, path, st.reason, message))
+    }
+
+    /// GET a non-watch resource (a LIST page, one object); the whole body.
+    pub fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Vec<u8>, KubeError> {
+        let resp = self.call(path, query, false)?;
+        // Far above any page we request (limit=500), far below harm.
+        resp.into_body()
+            .into_with_config()
+            .limit(256 << 20)
+            .read_to_vec()
+            .map_err(|e| self.map_err(e, path))
+    }
+
+    /// Open a WATCH; the stream yields one line per event.
+    pub fn watch(&self, path: &str, query: &[(&str, String)]) -> Result<WatchStream, KubeError> {
+        let resp = self.call(path, query, true)?;
+        Ok(WatchStream {
+            reader: BufReader::new(resp.into_body().into_reader()),
+            server: self.server.clone(),
+        })
+    }
+
+    /// Interrupt every blocked read of this client (watches) and refuse new requests:
+    /// for process shutdown only.
+    pub fn shutdown(&self) {
+        self.agent.clone().shutdown();
+    }
+
+    fn map_err(&self, e: ureq::Error, path: &str) -> KubeError {
+        map_ureq_error(e, &self.server, path)
+    }
+}
+
+/// rustls failures reach us either as `Error::Rustls`/`Tls` or as an `io::Error` that wraps
+/// the rustls error; the message is the only stable thing to recognise the latter by.
+fn looks_like_tls(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "alert",
+        "peer sent",
+        "unknownissuer",
+    ]
+    .iter()
+    .any(|k| m.contains(k))
+}
+
+fn map_ureq_error(e: ureq::Error, server: &str, path: &str) -> KubeError {
+    let msg = e.to_string();
+    match e {
+        ureq::Error::Rustls(_) | ureq::Error::Tls(_) | ureq::Error::Pem(_) => KubeError::Tls {
+            server: server.to_string(),
+            detail: msg,
+        },
+        ureq::Error::Io(ref io) if looks_like_tls(&io.to_string()) => KubeError::Tls {
+            server: server.to_string(),
+            detail: msg,
+        },
+        _ => KubeError::Transport {
+            what: format!("GET {server}{path}"),
+            detail: msg,
+        },
+    }
+}
+
+/// An open watch response body, read line by line.
+pub struct WatchStream {
+    reader: BufReader<ureq::BodyReader<'static>>,
+    server: String,
+}
+
+impl WatchStream {
+    /// The next non-empty line; `None` at a clean end of the stream.
+    pub fn next_line(&mut self) -> Option<Result<Vec<u8>, KubeError>> {
+        loop {
+            let mut line = Vec::new();
+            match self.reader.read_until(b'\n', &mut line) {
+                Ok(0) => return None,
+                Ok(_) => {
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    if line.last() != Some(&b'\n') {
+                        // EOF in the middle of a line: the stream was cut.
+                        return Some(Err(KubeError::Transport {
+                            what: format!("watch from {}", self.server),
+                            detail: "stream ended inside an event".to_string(),
+                        }));
+                    }
+                    return Some(Ok(line));
+                }
+                Err(e) => {
+                    return Some(Err(KubeError::Transport {
+                        what: format!("watch from {}", self.server),
+                        detail: e.to_string(),
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// Percent-encode a query component (RFC 3986 §2.3: only unreserved characters pass).
+fn encode_query(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_encoding() {
+        assert_eq!(encode_query("spec.nodeName=vm-1"), "spec.nodeName%3Dvm-1");
+        assert_eq!(encode_query("a b/c"), "a%20b%2Fc");
+    }
+
+    #[test]
+    fn tls_messages_are_recognised() {
+        assert!(looks_like_tls("invalid peer certificate: UnknownIssuer"));
+        assert!(!looks_like_tls("Connection refused (os error 111)"));
+    }
+
+    #[test]
+    fn insecure_is_refused_unless_allowed() {
+        let cc = ClusterConfig {
+            server: "https://192.0.2.1:6443".into(),
+            ca_pem: None,
+            client_cert_pem: None,
+            client_key_pem: None,
+            tls_server_name: None,
+            insecure_skip_tls_verify: true,
+            credentials: Credentials::None,
+            namespace: None,
+        };
+        let e = Client::new(&cc, HttpConfig::default()).unwrap_err();
+        assert!(
+            e.to_string().starts_with("insecure-skip-tls-verify: "),
+            "{e}"
+        );
+        let allowed = HttpConfig {
+            allow_insecure: true,
+            ..HttpConfig::default()
+        };
+        assert!(Client::new(&cc, allowed).is_ok());
+    }
+}

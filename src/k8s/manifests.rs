@@ -1,0 +1,408 @@
+//! The manifests source (`--manifests DIR`, DESIGN §2): a directory of `*.yaml`, `*.yml`
+//! and `*.json` files standing in for the API server. Owns reading and parsing the files
+//! and turning each scan into the same store changes and events as the watch; polling
+//! every [`ManifestsConfig::poll_interval`] (≤ 1 s).
+//!
+//! Rules: a file holds YAML documents (`---`) or JSON, each an object or a `List` of
+//! objects (`kind: List` or `<Kind>List`). The same field selectors as the watch apply
+//! (Pods of this node, the ExternalNode named like the node in its namespace). Missing
+//! `resourceVersion`, `uid` and `creationTimestamp` are filled in, and an object whose
+//! content did not change keeps them (so it produces no event). A file that does not parse
+//! keeps its previous objects (an editor half-way through a save must not delete them);
+//! a bad document is reported with file name and document index and skipped; neither
+//! disturbs other files. When two files define the same object, the first file (by name)
+//! wins and the duplicate is reported.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde_json::Value;
+
+use super::crd::{ExternalNode, TrafficControl};
+use super::source::{Event, KindStatus, Watched, apply_delta, send, set_status};
+use super::store::Stores;
+use super::types::{Kind, Namespace, Pod};
+use super::watch::Delta;
+use super::yaml;
+
+/// Where and how to poll.
+#[derive(Debug, Clone)]
+pub struct ManifestsConfig {
+    pub dir: PathBuf,
+    pub node_name: String,
+    pub external_node_namespace: String,
+    pub poll_interval: Duration,
+}
+
+impl ManifestsConfig {
+    pub fn new(dir: PathBuf, node_name: &str, external_node_namespace: &str) -> ManifestsConfig {
+        ManifestsConfig {
+            dir,
+            node_name: node_name.to_string(),
+            external_node_namespace: external_node_namespace.to_string(),
+            poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One parsed object: its kind, key and raw JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawObject {
+    pub kind: Kind,
+    pub key: String,
+    pub value: Value,
+}
+
+/// A file's parse: its good objects and the errors of its bad documents.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedFile {
+    pub objects: Vec<RawObject>,
+    pub errors: Vec<String>,
+}
+
+/// Parse one manifests file. `Err` = the file as a whole is unreadable (syntax).
+pub fn parse_file(name: &str, text: &str) -> Result<ParsedFile, String> {
+    let docs = if name.ends_with(".json") {
+        vec![serde_json::from_str::<Value>(text).map_err(|e| format!("{name}: {e}"))?]
+    } else {
+        yaml::parse_documents(text).map_err(|e| format!("{name}: {e}"))?
+    };
+    let mut out = ParsedFile::default();
+    for (i, doc) in docs.into_iter().enumerate() {
+        if doc.is_null() {
+            continue;
+        }
+        let is_list = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"))
+            && doc.get("items").is_some_and(Value::is_array);
+        let items = if is_list {
+            match doc {
+                Value::Object(mut m) => match m.remove("items") {
+                    Some(Value::Array(a)) => a,
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            }
+            .into_iter()
+            .enumerate()
+            .map(|(j, v)| (format!("document {i} item {j}"), v))
+            .collect()
+        } else {
+            vec![(format!("document {i}"), doc)]
+        };
+        for (at, v) in items {
+            match raw_object(v) {
+                Ok(o) => out.objects.push(o),
+                Err(e) => out.errors.push(format!("{name} {at}: {e}")),
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn raw_object(mut v: Value) -> Result<RawObject, String> {
+    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind_name = v.get("kind").and_then(Value::as_str).unwrap_or("");
+    let kind = Kind::from_type(api_version, kind_name).ok_or_else(|| {
+        format!("unsupported apiVersion/kind {api_version:?}/{kind_name:?} (Namespace, Pod v1; TrafficControl crd.antrea.io/v1alpha2; ExternalNode crd.antrea.io/v1alpha1)")
+    })?;
+    let meta = v
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or("metadata: required")?;
+    let name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or("metadata.name: required")?
+        .to_string();
+    // As `kubectl apply` does: namespaced kinds default to "default", cluster-scoped
+    // kinds have none.
+    let namespace = if kind.namespaced() {
+        let ns = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default")
+            .to_string();
+        meta.insert("namespace".into(), Value::String(ns.clone()));
+        ns
+    } else {
+        meta.remove("namespace");
+        String::new()
+    };
+    Ok(RawObject {
+        kind,
+        key: super::types::object_key(&namespace, &name),
+        value: v,
+    })
+}
+
+/// Stamped metadata of an object we have emitted, kept while its content is unchanged.
+#[derive(Debug, Clone)]
+struct Stamp {
+    value: Value,
+    resource_version: String,
+    uid: String,
+    created: String,
+}
+
+/// Scanner state across polls.
+#[derive(Debug, Default)]
+pub struct Scanner {
+    files: BTreeMap<String, (Vec<u8>, ParsedFile)>,
+    stamps: HashMap<(Kind, String), Stamp>,
+    next_rv: u64,
+    reported: HashMap<String, String>,
+}
+
+impl Scanner {
+    /// Read the directory; returns the desired objects per kind (already filtered and
+    /// stamped) and the errors of this scan.
+    pub fn scan(
+        &mut self,
+        cfg: &ManifestsConfig,
+        now: SystemTime,
+    ) -> (BTreeMap<Kind, Vec<Value>>, Vec<String>) {
+        let mut errors = Vec::new();
+        let mut seen = BTreeMap::new();
+        match std::fs::read_dir(&cfg.dir) {
+            Err(e) => errors.push(format!("{}: {e}", cfg.dir.display())),
+            Ok(rd) => {
+                for entry in rd.flatten() {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let wanted = [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s));
+                    if !wanted || name.starts_with('.') {
+                        continue;
+                    }
+                    match std::fs::read(entry.path()) {
+                        Ok(bytes) => {
+                            seen.insert(name, bytes);
+                        }
+                        Err(e) => errors.push(format!("{name}: {e}")),
+                    }
+                }
+            }
+        }
+        self.files.retain(|name, _| seen.contains_key(name));
+        for (name, bytes) in seen {
+            if self.files.get(&name).is_some_and(|(b, _)| *b == bytes) {
+                continue;
+            }
+            let parsed = String::from_utf8(bytes.clone())
+                .map_err(|_| format!("{name}: not UTF-8"))
+                .and_then(|t| parse_file(&name, &t));
+            match parsed {
+                Ok(p) => {
+                    self.files.insert(name, (bytes, p));
+                }
+                // Keep the previous good parse (or nothing) of a broken file.
+                Err(e) => errors.push(e),
+            }
+        }
+        let mut desired: BTreeMap<Kind, BTreeMap<String, Value>> = BTreeMap::new();
+        let mut owner: HashMap<(Kind, String), String> = HashMap::new();
+        for (name, (_, parsed)) in &self.files {
+            errors.extend(parsed.errors.iter().cloned());
+            for o in &parsed.objects {
+                if !selected(cfg, o) {
+                    continue;
+                }
+                let id = (o.kind, o.key.clone());
+                if let Some(first) = owner.get(&id) {
+                    errors.push(format!(
+                        "{name}: {} {} is already defined in {first}; ignored",
+                        o.kind, o.key
+                    ));
+                    continue;
+                }
+                owner.insert(id, name.clone());
+                desired
+                    .entry(o.kind)
+                    .or_default()
+                    .insert(o.key.clone(), o.value.clone());
+            }
+        }
+        self.stamps.retain(|id, _| owner.contains_key(id));
+        let mut out = BTreeMap::new();
+        for kind in Kind::ALL {
+            let objs = desired.remove(&kind).unwrap_or_default();
+            let mut v = Vec::with_capacity(objs.len());
+            for (key, value) in objs {
+                v.push(self.stamp(kind, key, value, now));
+            }
+            out.insert(kind, v);
+        }
+        (out, errors)
+    }
+
+    fn stamp(&mut self, kind: Kind, key: String, value: Value, now: SystemTime) -> Value {
+        let id = (kind, key);
+        let prev = self.stamps.get(&id);
+        let s = match prev {
+            Some(s) if s.value == value => s.clone(),
+            _ => {
+                self.next_rv += 1;
+                let (uid, created) = match prev {
+                    Some(p) => (p.uid.clone(), p.created.clone()),
+                    None => (
+                        format!("manifest-{}-{}", kind.plural(), self.next_rv),
+                        rfc3339(now),
+                    ),
+                };
+                Stamp {
+                    value: value.clone(),
+                    resource_version: self.next_rv.to_string(),
+                    uid,
+                    created,
+                }
+            }
+        };
+        self.stamps.insert(id, s.clone());
+        let mut v = value;
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.insert("resourceVersion".into(), Value::String(s.resource_version));
+            m.entry("uid").or_insert(Value::String(s.uid));
+            m.entry("creationTimestamp")
+                .or_insert(Value::String(s.created));
+        }
+        v
+    }
+
+    /// Errors to log now: only those not already reported by the previous scan.
+    fn fresh_errors(&mut self, errors: Vec<String>) -> Vec<String> {
+        let mut now = HashMap::new();
+        let mut fresh = Vec::new();
+        for e in errors {
+            if !self.reported.contains_key(&e) {
+                fresh.push(e.clone());
+            }
+            now.insert(e, String::new());
+        }
+        self.reported = now;
+        fresh
+    }
+}
+
+fn selected(cfg: &ManifestsConfig, o: &RawObject) -> bool {
+    match o.kind {
+        Kind::Pod => {
+            o.value.pointer("/spec/nodeName").and_then(Value::as_str)
+                == Some(cfg.node_name.as_str())
+        }
+        Kind::ExternalNode => {
+            o.key == super::types::object_key(&cfg.external_node_namespace, &cfg.node_name)
+        }
+        Kind::Namespace | Kind::TrafficControl => true,
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` (RFC 3339, UTC), as the API server writes creationTimestamp.
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn decode_all<T: Watched>(values: Vec<Value>, errors: &mut Vec<String>) -> Vec<T> {
+    values
+        .into_iter()
+        .filter_map(|v| match T::decode(v) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                errors.push(e.to_string());
+                None
+            }
+        })
+        .collect()
+}
+
+/// Apply one scan to the stores; false when stopping.
+fn apply_scan(
+    mut desired: BTreeMap<Kind, Vec<Value>>,
+    stores: &Stores,
+    events: &Sender<Event>,
+    stop: &Receiver<()>,
+    errors: &mut Vec<String>,
+) -> bool {
+    let mut take = |k: Kind| desired.remove(&k).unwrap_or_default();
+    // Namespaces first, so that a Pod's namespace labels are known when its event arrives.
+    let ns = decode_all::<Namespace>(take(Kind::Namespace), errors);
+    let pods = decode_all::<Pod>(take(Kind::Pod), errors);
+    let tcs = decode_all::<TrafficControl>(take(Kind::TrafficControl), errors);
+    let ens = decode_all::<ExternalNode>(take(Kind::ExternalNode), errors);
+    apply_delta(&stores.namespaces, Delta::Replace(ns), events, stop)
+        && apply_delta(&stores.pods, Delta::Replace(pods), events, stop)
+        && apply_delta(&stores.traffic_controls, Delta::Replace(tcs), events, stop)
+        && apply_delta(&stores.external_nodes, Delta::Replace(ens), events, stop)
+}
+
+/// The poll loop of the `manifests` thread; returns on stop.
+pub(crate) fn run(
+    cfg: &ManifestsConfig,
+    stores: &Stores,
+    events: &Sender<Event>,
+    stop: &Receiver<()>,
+    status: &std::sync::Arc<std::sync::Mutex<BTreeMap<Kind, KindStatus>>>,
+) {
+    let mut scanner = Scanner::default();
+    let mut first = true;
+    loop {
+        let (desired, mut errors) = scanner.scan(cfg, SystemTime::now());
+        if !apply_scan(desired, stores, events, stop, &mut errors) {
+            return;
+        }
+        for e in scanner.fresh_errors(errors.clone()) {
+            log::warn!("manifests dir={} err={e}", cfg.dir.display());
+        }
+        for kind in Kind::ALL {
+            set_status(status, kind, |s| {
+                s.synced = true;
+                s.last_error = errors.first().cloned();
+            });
+        }
+        if first {
+            first = false;
+            for kind in Kind::ALL {
+                if !send(events, stop, Event::Synced(kind)) {
+                    return;
+                }
+            }
+        }
+        match stop.recv_timeout(cfg.poll_interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+    }
+}
+
+/// For tests and tools: the directory's objects as one scan would see them.
+pub fn scan_once(cfg: &ManifestsConfig) -> (BTreeMap<Kind, Vec<Value>>, Vec<String>) {
+    Scanner::default().scan(cfg, SystemTime::now())
+}
+
+#[cfg(test)]
+mod tests;

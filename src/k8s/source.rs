@@ -1,0 +1,443 @@
+//! Starting and stopping the object source — the API server (one watcher thread per kind)
+//! or a manifests directory — which keeps the [`Stores`] current and tells the controllers
+//! what changed through one bounded channel of [`Event`]s. Owns the threads and the thin
+//! driver loop around the pure `watch::Watcher`; it does no HTTP itself (`http.rs`) and
+//! does not interpret objects (controllers do).
+//!
+//! Per kind (DESIGN §1, antrea.md §1.5): Pods of this node only (`spec.nodeName=<node>`),
+//! all Namespaces, all TrafficControls, and the one ExternalNode named like the node in
+//! the ExternalNode namespace (`metadata.name=<node>`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
+
+use super::crd::{ExternalNode, TrafficControl};
+use super::error::KubeError;
+use super::http::Client;
+use super::manifests::{self, ManifestsConfig};
+use super::store::{Change, Store, Stores};
+use super::types::{Kind, Namespace, Pod, Resource};
+use super::watch::{Delta, Request, Step, WatchConfig, Watcher, decode_event, decode_list};
+
+/// What the source tells the controllers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Pod(Change<Pod>),
+    Namespace(Change<Namespace>),
+    TrafficControl(Change<TrafficControl>),
+    ExternalNode(Change<ExternalNode>),
+    /// The first full list (or manifests scan) of this kind is in its store.
+    Synced(Kind),
+}
+
+/// A kind the source can feed: its event wrapper and its store.
+pub trait Watched: Resource {
+    fn event(c: Change<Self>) -> Event;
+    fn store(stores: &Stores) -> &Arc<Store<Self>>;
+}
+
+impl Watched for Pod {
+    fn event(c: Change<Self>) -> Event {
+        Event::Pod(c)
+    }
+    fn store(s: &Stores) -> &Arc<Store<Self>> {
+        &s.pods
+    }
+}
+
+impl Watched for Namespace {
+    fn event(c: Change<Self>) -> Event {
+        Event::Namespace(c)
+    }
+    fn store(s: &Stores) -> &Arc<Store<Self>> {
+        &s.namespaces
+    }
+}
+
+impl Watched for TrafficControl {
+    fn event(c: Change<Self>) -> Event {
+        Event::TrafficControl(c)
+    }
+    fn store(s: &Stores) -> &Arc<Store<Self>> {
+        &s.traffic_controls
+    }
+}
+
+impl Watched for ExternalNode {
+    fn event(c: Change<Self>) -> Event {
+        Event::ExternalNode(c)
+    }
+    fn store(s: &Stores) -> &Arc<Store<Self>> {
+        &s.external_nodes
+    }
+}
+
+/// What to watch and how.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    pub node_name: String,
+    pub external_node_namespace: String,
+    /// The kinds to watch (the daemon: all four; a TC-only or EN-only setup: fewer).
+    pub kinds: Vec<Kind>,
+    pub watch: WatchConfig,
+}
+
+impl SourceConfig {
+    /// Collection path and field selector for `kind`.
+    pub fn scope(&self, kind: Kind) -> (String, Option<String>) {
+        match kind {
+            Kind::Pod => (
+                kind.collection_path(None),
+                Some(format!("spec.nodeName={}", self.node_name)),
+            ),
+            Kind::ExternalNode => (
+                kind.collection_path(Some(&self.external_node_namespace)),
+                Some(format!("metadata.name={}", self.node_name)),
+            ),
+            Kind::Namespace | Kind::TrafficControl => (kind.collection_path(None), None),
+        }
+    }
+}
+
+/// Health of one kind's feed, for `tether status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindStatus {
+    pub synced: bool,
+    /// The error that is currently making this kind back off, if any.
+    pub last_error: Option<String>,
+    pub errors_total: u64,
+}
+
+type StatusMap = Arc<Mutex<BTreeMap<Kind, KindStatus>>>;
+
+/// A running source; [`Source::stop`] ends and joins its threads.
+pub struct Source {
+    threads: Vec<JoinHandle<()>>,
+    stop_tx: Option<Sender<()>>,
+    client: Option<Arc<Client>>,
+    status: StatusMap,
+}
+
+impl Source {
+    /// Watch the API server: one thread per kind, named `watch-<kind>`.
+    pub fn start_api(
+        client: Client,
+        cfg: SourceConfig,
+        stores: Stores,
+        events: Sender<Event>,
+    ) -> Result<Source, KubeError> {
+        let client = Arc::new(client);
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let status: StatusMap = Arc::default();
+        let mut threads = Vec::new();
+        for kind in cfg.kinds.clone() {
+            let ctx = WatchCtx {
+                client: Arc::clone(&client),
+                cfg: cfg.clone(),
+                stores: stores.clone(),
+                events: events.clone(),
+                stop: stop_rx.clone(),
+                status: Arc::clone(&status),
+                kind,
+            };
+            let name = format!("watch-{}", kind.plural());
+            let spawned =
+                std::thread::Builder::new()
+                    .name(name.clone())
+                    .spawn(move || match kind {
+                        Kind::Pod => run_watcher::<Pod>(&ctx),
+                        Kind::Namespace => run_watcher::<Namespace>(&ctx),
+                        Kind::TrafficControl => run_watcher::<TrafficControl>(&ctx),
+                        Kind::ExternalNode => run_watcher::<ExternalNode>(&ctx),
+                    });
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    let mut s = Source {
+                        threads,
+                        stop_tx: Some(stop_tx),
+                        client: Some(client),
+                        status,
+                    };
+                    s.stop_inner();
+                    return Err(KubeError::Config {
+                        what: format!("thread {name}"),
+                        detail: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(Source {
+            threads,
+            stop_tx: Some(stop_tx),
+            client: Some(client),
+            status,
+        })
+    }
+
+    /// Poll a manifests directory (one thread, `manifests`).
+    pub fn start_manifests(
+        cfg: ManifestsConfig,
+        stores: Stores,
+        events: Sender<Event>,
+    ) -> Result<Source, KubeError> {
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let status: StatusMap = Arc::default();
+        let st = Arc::clone(&status);
+        let h = std::thread::Builder::new()
+            .name("manifests".to_string())
+            .spawn(move || manifests::run(&cfg, &stores, &events, &stop_rx, &st))
+            .map_err(|e| KubeError::Config {
+                what: "thread manifests".to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(Source {
+            threads: vec![h],
+            stop_tx: Some(stop_tx),
+            client: None,
+            status,
+        })
+    }
+
+    /// Per-kind sync state and current errors.
+    pub fn status(&self) -> BTreeMap<Kind, KindStatus> {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Stop every thread (interrupting open watches) and join them.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        // Dropping the sender wakes every `recv_timeout`/`select!` on the stop channel.
+        self.stop_tx = None;
+        if let Some(c) = &self.client {
+            c.shutdown();
+        }
+        for h in self.threads.drain(..) {
+            if h.join().is_err() {
+                log::error!("a source thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+pub(crate) fn set_status(status: &StatusMap, kind: Kind, f: impl FnOnce(&mut KindStatus)) {
+    f(status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(kind)
+        .or_default());
+}
+
+/// Send an event unless the source is stopping; false when it is (or nobody listens).
+pub(crate) fn send(events: &Sender<Event>, stop: &Receiver<()>, ev: Event) -> bool {
+    select! {
+        send(events, ev) -> r => r.is_ok(),
+        recv(stop) -> _ => false,
+    }
+}
+
+/// Apply a store change and forward the resulting events; false when stopping.
+pub(crate) fn apply_delta<T: Watched>(
+    store: &Store<T>,
+    d: Delta<T>,
+    events: &Sender<Event>,
+    stop: &Receiver<()>,
+) -> bool {
+    let changes = match d {
+        Delta::Replace(objs) => store.replace(objs),
+        Delta::Apply(o) => store.apply(o).into_iter().collect(),
+        Delta::Delete(o) => store.delete(&o.key()).into_iter().collect(),
+    };
+    changes.into_iter().all(|c| send(events, stop, T::event(c)))
+}
+
+struct WatchCtx {
+    client: Arc<Client>,
+    cfg: SourceConfig,
+    stores: Stores,
+    events: Sender<Event>,
+    stop: Receiver<()>,
+    status: StatusMap,
+    kind: Kind,
+}
+
+impl WatchCtx {
+    fn stopping(&self) -> bool {
+        matches!(
+            self.stop.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        )
+    }
+
+    fn record_error(&self, err: &KubeError, attempts: u32) {
+        // Logarithmic rate limit: the 1st, 2nd, 4th, 8th... failure in a row is logged.
+        if attempts.is_power_of_two() || attempts == 0 {
+            log::warn!("kind={} attempt={attempts} err={err}", self.kind);
+        } else {
+            log::debug!("kind={} attempt={attempts} err={err}", self.kind);
+        }
+        set_status(&self.status, self.kind, |s| {
+            s.last_error = Some(err.to_string());
+            s.errors_total += 1;
+        });
+    }
+}
+
+fn seed(kind: Kind) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    u64::from(nanos) ^ ((kind as u64) << 32) ^ u64::from(std::process::id())
+}
+
+/// The driver: ask the machine what to do, do it, report back. Returns on stop.
+fn run_watcher<T: Watched>(ctx: &WatchCtx) {
+    let (path, field_selector) = ctx.cfg.scope(ctx.kind);
+    let store = T::store(&ctx.stores);
+    let mut w: Watcher<T> = Watcher::new(ctx.cfg.watch, seed(ctx.kind));
+    let mut attempts = 0u32;
+    let mut synced = false;
+    loop {
+        if ctx.stopping() {
+            return;
+        }
+        let now = Instant::now();
+        let req = match w.poll(now) {
+            Step::Wait(at) => match ctx.stop.recv_timeout(at.saturating_duration_since(now)) {
+                Err(RecvTimeoutError::Timeout) => continue,
+                _ => return,
+            },
+            Step::Send(req) => req,
+        };
+        let mut query = req.query();
+        if let Some(fs) = &field_selector {
+            query.push(("fieldSelector", fs.clone()));
+        }
+        let failed = |w: &mut Watcher<T>, e: KubeError, list: bool| {
+            let now = Instant::now();
+            if list {
+                w.on_list_error(e, now);
+            } else {
+                w.on_watch_error(e, now);
+            }
+        };
+        match req {
+            Request::List { .. } => {
+                match ctx
+                    .client
+                    .get(&path, &query)
+                    .and_then(|b| decode_list::<T>(&b))
+                {
+                    Ok(page) => {
+                        attempts = 0;
+                        if let Some(d) = w.on_list_page(page) {
+                            if !apply_delta(store, d, &ctx.events, &ctx.stop) {
+                                return;
+                            }
+                            set_status(&ctx.status, ctx.kind, |s| {
+                                s.synced = true;
+                                s.last_error = None;
+                            });
+                            if !synced {
+                                synced = true;
+                                log::info!(
+                                    "kind={} initial sync done objects={}",
+                                    ctx.kind,
+                                    store.len()
+                                );
+                                if !send(&ctx.events, &ctx.stop, Event::Synced(ctx.kind)) {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        if ctx.stopping() {
+                            return;
+                        }
+                        attempts += 1;
+                        ctx.record_error(&e, attempts);
+                        failed(&mut w, e, true);
+                    }
+                }
+            }
+            Request::Watch { .. } => {
+                let mut stream = match ctx.client.watch(&path, &query) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if ctx.stopping() {
+                            return;
+                        }
+                        attempts += 1;
+                        ctx.record_error(&e, attempts);
+                        failed(&mut w, e, false);
+                        continue;
+                    }
+                };
+                w.on_watch_opened();
+                loop {
+                    let line = match stream.next_line() {
+                        None => {
+                            w.on_watch_end(Instant::now());
+                            break;
+                        }
+                        Some(Err(e)) => {
+                            if ctx.stopping() {
+                                return;
+                            }
+                            attempts += 1;
+                            ctx.record_error(&e, attempts);
+                            failed(&mut w, e, false);
+                            break;
+                        }
+                        Some(Ok(line)) => line,
+                    };
+                    let ev = match decode_event::<T>(&line) {
+                        Ok(ev) => ev,
+                        Err(e) => {
+                            attempts += 1;
+                            ctx.record_error(&e, attempts);
+                            failed(&mut w, e, false);
+                            break;
+                        }
+                    };
+                    match w.on_watch_event(ev, Instant::now()) {
+                        Ok(d) => {
+                            if attempts > 0 {
+                                attempts = 0;
+                                set_status(&ctx.status, ctx.kind, |s| s.last_error = None);
+                            }
+                            if let Some(d) = d {
+                                if !apply_delta(store, d, &ctx.events, &ctx.stop) {
+                                    return;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            attempts += 1;
+                            ctx.record_error(&e, attempts);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! Thread-safe object stores fed by the watchers and the manifests source, read by the
+//! controllers. A store owns the current objects of one kind and a secondary index; it
+//! does not decide what a change means (the controllers do).
+//!
+//! Readers get snapshots: every object is an immutable `Arc<T>`, replaced wholesale on
+//! update, so a reader holding one never sees it change and never holds the lock while it
+//! works. Writers return the [`Change`] they made (or `None` when nothing changed), which
+//! is exactly what the source sends as an event.
+//!
+//! Indexes and complexity (n objects of the kind, L labels on the object):
+//! - `get`: O(1); `list`: O(n log n) (sorted by key, for deterministic output).
+//! - Pods by namespace ([`ByNamespace`]): `Store<Pod>::in_namespace` is O(pods in it).
+//! - TrafficControls by selector key ([`SelectorIndex`]): every valid TC is filed under
+//!   *one* label key its Pod selector requires (a Pod lacking that key cannot match), or in
+//!   an "any" set when the selector requires no key (empty selector, only `NotIn` /
+//!   `DoesNotExist`, or no Pod selector but a Namespace selector); likewise for its
+//!   Namespace selector. Mapping a Pod or Namespace event to the TCs it affects costs
+//!   O(L + c) where c = TCs filed under the object's label keys plus the "any" set —
+//!   independent of the TCs that select on other keys — and each candidate is then
+//!   checked exactly with its selectors.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::crd::{ExternalNode, TrafficControl};
+use super::selector::Labels;
+use super::types::{Namespace, Pod, Resource};
+
+/// What a write did to the store; the event sent to the controllers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change<T> {
+    Added(Arc<T>),
+    Updated { old: Arc<T>, new: Arc<T> },
+    Deleted(Arc<T>),
+}
+
+impl<T: Resource> Change<T> {
+    /// The object after the change (the last state for a delete).
+    pub fn object(&self) -> &Arc<T> {
+        match self {
+            Change::Added(o) | Change::Deleted(o) => o,
+            Change::Updated { new, .. } => new,
+        }
+    }
+
+    pub fn key(&self) -> String {
+        self.object().key()
+    }
+}
+
+/// A secondary index maintained under the store's write lock.
+pub trait StoreIndex<T>: Default + Send + Sync + 'static {
+    fn insert(&mut self, key: &str, obj: &T);
+    fn remove(&mut self, key: &str, obj: &T);
+}
+
+/// For kinds that need no secondary index.
+#[derive(Debug, Default)]
+pub struct NoIndex;
+
+impl<T> StoreIndex<T> for NoIndex {
+    fn insert(&mut self, _: &str, _: &T) {}
+    fn remove(&mut self, _: &str, _: &T) {}
+}
+
+/// Object keys by namespace.
+#[derive(Debug, Default)]
+pub struct ByNamespace {
+    keys: HashMap<String, BTreeSet<String>>,
+}
+
+impl<T: Resource> StoreIndex<T> for ByNamespace {
+    fn insert(&mut self, key: &str, obj: &T) {
+        self.keys
+            .entry(obj.meta().namespace.clone())
+            .or_default()
+            .insert(key.to_string());
+    }
+    fn remove(&mut self, key: &str, obj: &T) {
+        let ns = &obj.meta().namespace;
+        if let Some(set) = self.keys.get_mut(ns) {
+            set.remove(key);
+            if set.is_empty() {
+                self.keys.remove(ns);
+            }
+        }
+    }
+}
+
+/// Where one selector is filed: under one label key it requires, or among "any".
+#[derive(Debug, Default)]
+struct KeyIndex {
+    by_key: HashMap<String, BTreeSet<String>>,
+    any: BTreeSet<String>,
+}
+
+impl KeyIndex {
+    fn slot(&mut self, label_key: Option<&str>) -> &mut BTreeSet<String> {
+        match label_key {
+            Some(k) => self.by_key.entry(k.to_string()).or_default(),
+            None => &mut self.any,
+        }
+    }
+
+    fn remove(&mut self, label_key: Option<&str>, key: &str) {
+        match label_key {
+            Some(k) => {
+                if let Some(set) = self.by_key.get_mut(k) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.by_key.remove(k);
+                    }
+                }
+            }
+            None => {
+                self.any.remove(key);
+            }
+        }
+    }
+
+    /// Keys filed under any of `labels`' keys, plus the "any" set.
+    fn candidates<'a>(&self, labels: impl Iterator<Item = &'a Labels>, out: &mut BTreeSet<String>) {
+        out.extend(self.any.iter().cloned());
+        for l in labels {
+            for k in l.keys() {
+                if let Some(set) = self.by_key.get(k) {
+                    out.extend(set.iter().cloned());
+                }
+            }
+        }
+    }
+}
+
+/// TrafficControls by the label keys their selectors require (see the module doc).
+#[derive(Debug, Default)]
+pub struct SelectorIndex {
+    pods: KeyIndex,
+    namespaces: KeyIndex,
+}
+
+/// The slots a TC is filed in: (pod slot, namespace slot); `None` = not filed there.
+type Slots = (Option<Option<String>>, Option<Option<String>>);
+
+fn tc_slots(tc: &TrafficControl) -> Slots {
+    let Ok(spec) = &tc.spec else {
+        return (None, None);
+    };
+    let first_key = |s: &super::selector::LabelSelector| s.required_keys().next().map(String::from);
+    let a = &spec.applied_to;
+    let pod = match (&a.pod_selector, &a.namespace_selector) {
+        (None, None) => None,
+        (Some(p), _) => Some(first_key(p)),
+        (None, Some(_)) => Some(None),
+    };
+    let ns = a.namespace_selector.as_ref().map(first_key);
+    (pod, ns)
+}
+
+impl StoreIndex<TrafficControl> for SelectorIndex {
+    fn insert(&mut self, key: &str, tc: &TrafficControl) {
+        let (pod, ns) = tc_slots(tc);
+        if let Some(p) = pod {
+            self.pods.slot(p.as_deref()).insert(key.to_string());
+        }
+        if let Some(n) = ns {
+            self.namespaces.slot(n.as_deref()).insert(key.to_string());
+        }
+    }
+    fn remove(&mut self, key: &str, tc: &TrafficControl) {
+        let (pod, ns) = tc_slots(tc);
+        if let Some(p) = pod {
+            self.pods.remove(p.as_deref(), key);
+        }
+        if let Some(n) = ns {
+            self.namespaces.remove(n.as_deref(), key);
+        }
+    }
+}
+
+struct Inner<T: Resource> {
+    objects: HashMap<String, Arc<T>>,
+    index: T::Index,
+}
+
+/// The objects of one kind, keyed by `namespace/name`.
+pub struct Store<T: Resource> {
+    inner: RwLock<Inner<T>>,
+    synced: AtomicBool,
+}
+
+impl<T: Resource> Default for Store<T> {
+    fn default() -> Self {
+        Store {
+            inner: RwLock::new(Inner {
+                objects: HashMap::new(),
+                index: T::Index::default(),
+            }),
+            synced: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<T: Resource> std::fmt::Debug for Store<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store<{}>({} objects)", T::KIND, self.len())
+    }
+}
+
+impl<T: Resource> Store<T> {
+    pub fn new() -> Store<T> {
+        Store::default()
+    }
+
+    // A writer that panicked mid-update leaves the maps consistent (each write is a
+    // single insert/remove pair), so a poisoned lock is still safe to use.
+    fn read(&self) -> RwLockReadGuard<'_, Inner<T>> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner<T>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, key: &str) -> Option<Arc<T>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// A snapshot of every object, sorted by key.
+    pub fn list(&self) -> Vec<Arc<T>> {
+        let g = self.read();
+        let mut v: Vec<(&String, &Arc<T>)> = g.objects.iter().collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v.into_iter().map(|(_, o)| Arc::clone(o)).collect()
+    }
+
+    pub fn keys(&self) -> BTreeSet<String> {
+        self.read().objects.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True once the first full list (or manifests scan) has been applied.
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Insert or replace one object; `None` when an identical object was already stored.
+    pub fn apply(&self, obj: T) -> Option<Change<T>> {
+        let mut g = self.write();
+        Self::apply_locked(&mut g, obj)
+    }
+
+    fn apply_locked(g: &mut Inner<T>, obj: T) -> Option<Change<T>> {
+        let key = obj.key();
+        if let Some(old) = g.objects.get(&key) {
+            if **old == obj {
+                return None;
+            }
+        }
+        let new = Arc::new(obj);
+        let old = g.objects.insert(key.clone(), Arc::clone(&new));
+        // Unfile the old version first: old and new may share an index slot.
+        if let Some(old) = &old {
+            g.index.remove(&key, old);
+        }
+        g.index.insert(&key, &new);
+        match old {
+            Some(old) => Some(Change::Updated { old, new }),
+            None => Some(Change::Added(new)),
+        }
+    }
+
+    /// Remove one object by key; `None` when it was not stored.
+    pub fn delete(&self, key: &str) -> Option<Change<T>> {
+        let mut g = self.write();
+        let old = g.objects.remove(key)?;
+        g.index.remove(key, &old);
+        Some(Change::Deleted(old))
+    }
+
+    /// Make the store hold exactly `objs` (a relist or a manifests rescan): returns the
+    /// adds, updates, and deletes of objects that vanished, and marks the store synced.
+    pub fn replace(&self, objs: Vec<T>) -> Vec<Change<T>> {
+        let mut changes = Vec::new();
+        {
+            let mut g = self.write();
+            let mut seen = BTreeSet::new();
+            for o in objs {
+                seen.insert(o.key());
+                changes.extend(Self::apply_locked(&mut g, o));
+            }
+            let mut gone: Vec<String> = g
+                .objects
+                .keys()
+                .filter(|k| !seen.contains(*k))
+                .cloned()
+                .collect();
+            gone.sort();
+            for k in gone {
+                if let Some(old) = g.objects.remove(&k) {
+                    g.index.remove(&k, &old);
+                    changes.push(Change::Deleted(old));
+                }
+            }
+        }
+        self.synced.store(true, Ordering::Release);
+        changes
+    }
+}
+
+impl Store<Pod> {
+    /// The Pods of one namespace, sorted by key.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<Pod>> {
+        let g = self.read();
+        g.index
+            .keys
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| g.objects.get(k).cloned())
+            .collect()
+    }
+}
+
+impl Store<TrafficControl> {
+    /// Keys of the TCs whose selection contains a Pod with labels `old` (before the event)
+    /// or `new` (after it), the Pod's Namespace having `namespace_labels`.
+    pub fn affected_by_pod(
+        &self,
+        namespace_labels: &Labels,
+        old: Option<&Labels>,
+        new: Option<&Labels>,
+    ) -> BTreeSet<String> {
+        let g = self.read();
+        let mut cand = BTreeSet::new();
+        g.index
+            .pods
+            .candidates(old.into_iter().chain(new), &mut cand);
+        cand.retain(|k| {
+            let Some(Ok(spec)) = g.objects.get(k).map(|t| &t.spec) else {
+                return false;
+            };
+            let a = &spec.applied_to;
+            old.is_some_and(|l| a.selects(l, namespace_labels))
+                || new.is_some_and(|l| a.selects(l, namespace_labels))
+        });
+        cand
+    }
+
+    /// Keys of the TCs whose Namespace selector matches the Namespace before (`old`) or
+    /// after (`new`) the event: their set of selected Pods may have changed.
+    pub fn affected_by_namespace(
+        &self,
+        old: Option<&Labels>,
+        new: Option<&Labels>,
+    ) -> BTreeSet<String> {
+        let g = self.read();
+        let mut cand = BTreeSet::new();
+        g.index
+            .namespaces
+            .candidates(old.into_iter().chain(new), &mut cand);
+        cand.retain(|k| {
+            let Some(Ok(spec)) = g.objects.get(k).map(|t| &t.spec) else {
+                return false;
+            };
+            let Some(sel) = &spec.applied_to.namespace_selector else {
+                return false;
+            };
+            old.is_some_and(|l| sel.matches(l)) || new.is_some_and(|l| sel.matches(l))
+        });
+        cand
+    }
+}
+
+/// The stores of every kind tether watches, shared between the source and controllers.
+#[derive(Debug, Default, Clone)]
+pub struct Stores {
+    pub pods: Arc<Store<Pod>>,
+    pub namespaces: Arc<Store<Namespace>>,
+    pub traffic_controls: Arc<Store<TrafficControl>>,
+    pub external_nodes: Arc<Store<ExternalNode>>,
+}
+
+#[cfg(test)]
+mod tests;
