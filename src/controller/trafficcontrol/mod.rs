@@ -1,0 +1,3 @@
+//! The TrafficControl controller (Antrea `pkg/agent/controller/trafficcontrol`).
+
+pub mod ports;
