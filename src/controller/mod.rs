@@ -1,3 +1,6 @@
-//! Controllers and the machinery they share (work queue); they never see a socket.
+//! Controllers and the machinery they share (work queue, interface store, the OVSDB
+//! trait); they never see a socket.
 
+pub mod bridge;
+pub mod interfaces;
 pub mod trafficcontrol;

@@ -1,3 +1,12 @@
-//! The TrafficControl controller (Antrea `pkg/agent/controller/trafficcontrol`).
+//! The TrafficControl controller (Antrea `pkg/agent/controller/trafficcontrol`, with the
+//! fixes of DESIGN §6): `ports` (names and OVSDB rows), `select` (selection and the
+//! effective rule), `controller` (sync per TC through the `OvsBridge` and `Flows` traits).
 
+mod controller;
 pub mod ports;
+pub mod select;
+
+pub use controller::{SyncError, TcController, TcStatus};
+
+#[cfg(test)]
+mod tests;

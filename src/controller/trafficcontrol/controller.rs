@@ -1,0 +1,412 @@
+//! `TcController::sync(name)`: level-triggered reconciliation of one TrafficControl —
+//! snapshot the stores and the interface store, ensure its target (and return) port,
+//! compute its effective Pods and install exactly their mark flows in one bundle; release
+//! ports nobody references any more. The controller keeps only what it installed
+//! (per TC: ports, owner) and errors for status; the truth is the stores and OVSDB.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::ports::{port_name, port_spec};
+use super::select;
+use crate::controller::bridge::OvsBridge;
+use crate::controller::interfaces::{Interfaces, Role};
+use crate::k8s::{Action, Direction, Stores, TcPort, TrafficControl, ValidationError};
+use crate::openflow::{Category, Flows, OfError, Owner};
+use crate::ovsdb::OvsdbError;
+use crate::pipeline::{self, TcAction, TcDirection};
+
+/// Why a TrafficControl could not be synced; the message names the port or field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncError {
+    Invalid(ValidationError),
+    /// A port with the TC port's name exists and is not a traffic-control port.
+    PortConflict { port: String, role: String },
+    Port { port: String, error: OvsdbError },
+    Flows(OfError),
+}
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncError::Invalid(e) => write!(f, "invalid spec: {e}"),
+            SyncError::PortConflict { port, role } => write!(
+                f,
+                "port {port} exists on the bridge as a {role} port, not a traffic-control port; refusing to reuse it"
+            ),
+            SyncError::Port { port, error } => write!(f, "port {port}: {error}"),
+            SyncError::Flows(e) => write!(f, "flows: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+/// What `tether status` shows per TC.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcStatus {
+    pub name: String,
+    pub effective_pods: Vec<String>,
+    pub target_port: Option<(String, u32)>,
+    pub return_port: Option<(String, u32)>,
+    pub flows: usize,
+    pub last_error: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    /// What is installed per TC.
+    tcs: HashMap<String, TcStatus>,
+    /// Flow owners: TC names and return-port names (`port:<name>`) → object id.
+    owners: HashMap<String, u32>,
+    next_object: u32,
+}
+
+impl State {
+    fn owner(&mut self, key: &str) -> Owner {
+        let next = &mut self.next_object;
+        let id = *self.owners.entry(key.to_string()).or_insert_with(|| {
+            *next += 1;
+            *next
+        });
+        Owner::new(Category::TRAFFIC_CONTROL, id)
+    }
+}
+
+pub struct TcController {
+    stores: Stores,
+    bridge: Arc<dyn OvsBridge>,
+    flows: Arc<dyn Flows>,
+    state: Mutex<State>,
+    /// Serializes port create/delete decisions across workers.
+    ports: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn direction(d: Direction) -> TcDirection {
+    match d {
+        Direction::Ingress => TcDirection::Ingress,
+        Direction::Egress => TcDirection::Egress,
+        Direction::Both => TcDirection::Both,
+    }
+}
+
+fn action(a: Action) -> TcAction {
+    match a {
+        Action::Mirror => TcAction::Mirror,
+        Action::Redirect => TcAction::Redirect,
+    }
+}
+
+fn role_name(r: &Role) -> String {
+    match r {
+        Role::Pod { namespace, name } => format!("Pod {namespace}/{name}"),
+        Role::TrafficControl => "traffic-control".into(),
+        Role::Uplink => "uplink".into(),
+        Role::Host => "host".into(),
+        Role::Other => "foreign".into(),
+    }
+}
+
+impl TcController {
+    pub fn new(stores: Stores, bridge: Arc<dyn OvsBridge>, flows: Arc<dyn Flows>) -> TcController {
+        TcController {
+            stores,
+            bridge,
+            flows,
+            state: Mutex::new(State::default()),
+            ports: Mutex::new(()),
+        }
+    }
+
+    /// The flow owner of a TC's mark flows.
+    pub fn owner_of(&self, tc: &str) -> Owner {
+        lock(&self.state).owner(tc)
+    }
+
+    /// Reconcile TrafficControl `name` with the stores and the bridge.
+    pub fn sync(&self, name: &str) -> Result<(), SyncError> {
+        let tc = self.stores.traffic_controls.get(name);
+        let result = match tc.as_deref() {
+            None => {
+                self.teardown(name);
+                return Ok(());
+            }
+            Some(TrafficControl { spec: Err(e), .. }) => {
+                // What an earlier valid version installed must not stay behind.
+                self.teardown(name);
+                Err(SyncError::Invalid(e.clone()))
+            }
+            Some(tc @ TrafficControl { spec: Ok(_), .. }) => self.sync_valid(tc),
+        };
+        if let Err(e) = &result {
+            let mut st = lock(&self.state);
+            let s = st.tcs.entry(name.to_string()).or_insert_with(|| TcStatus {
+                name: name.to_string(),
+                ..Default::default()
+            });
+            s.last_error = Some(e.to_string());
+        }
+        result
+    }
+
+    fn sync_valid(&self, tc: &TrafficControl) -> Result<(), SyncError> {
+        let Ok(spec) = &tc.spec else {
+            return Ok(());
+        };
+        let name = tc.metadata.name.as_str();
+        let (target, ret) = {
+            let _g = lock(&self.ports);
+            let ifs = self.bridge.interfaces();
+            let target = self.ensure_port(&ifs, &spec.target_port)?;
+            let ret = match &spec.return_port {
+                Some(p) => {
+                    let r = self.ensure_port(&ifs, p)?;
+                    let owner = lock(&self.state).owner(&format!("port:{}", r.0));
+                    self.flows
+                        .apply(owner, vec![pipeline::tc_return_flow(r.1)])
+                        .map_err(SyncError::Flows)?;
+                    Some(r)
+                }
+                None => None,
+            };
+            // Ports this TC used before and no longer does (DESIGN §6: the OLD return port).
+            let previous: Vec<String> = {
+                let st = lock(&self.state);
+                st.tcs
+                    .get(name)
+                    .map(|s| {
+                        s.target_port
+                            .iter()
+                            .chain(s.return_port.iter())
+                            .map(|(n, _)| n.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            for old in previous {
+                if old != target.0 && ret.as_ref().is_none_or(|r| r.0 != old) {
+                    self.release_port(&ifs, &old);
+                }
+            }
+            (target, ret)
+        };
+        let ifs = self.bridge.interfaces();
+        let pods = select::effective_pods(
+            tc,
+            spec,
+            &self.stores.pods,
+            &self.stores.namespaces,
+            &self.stores.traffic_controls,
+        );
+        let mut pod_names = Vec::new();
+        let mut ofports = Vec::new();
+        for p in &pods {
+            let key = p.metadata.key();
+            if let Some(of) = ifs.pod(&key).and_then(|i| i.ofport()) {
+                ofports.push(of);
+                pod_names.push(key);
+            }
+        }
+        ofports.sort_unstable();
+        let flows = pipeline::tc_mark_flows(&ofports, target.1, direction(spec.direction), action(spec.action));
+        let n = flows.len();
+        let owner = self.owner_of(name);
+        self.flows.apply(owner, flows).map_err(SyncError::Flows)?;
+        lock(&self.state).tcs.insert(
+            name.to_string(),
+            TcStatus {
+                name: name.to_string(),
+                effective_pods: pod_names,
+                target_port: Some(target),
+                return_port: ret,
+                flows: n,
+                last_error: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Create the TC port if missing (reusing only a `traffic-control` port, DESIGN §6),
+    /// read its ofport fresh and set no-flood on it.
+    fn ensure_port(&self, ifs: &Interfaces, p: &TcPort) -> Result<(String, u32), SyncError> {
+        let name = port_name(p);
+        let perr = |error| SyncError::Port {
+            port: name.clone(),
+            error,
+        };
+        match ifs.get(&name) {
+            Some(i) if i.role != Role::TrafficControl => {
+                return Err(SyncError::PortConflict {
+                    port: name.clone(),
+                    role: role_name(&i.role),
+                });
+            }
+            Some(_) => {}
+            None => {
+                self.bridge.create_port(&port_spec(p)).map_err(perr)?;
+            }
+        }
+        let ofport = self.bridge.ofport(&name).map_err(perr)?;
+        self.flows.set_no_flood(ofport, true).map_err(SyncError::Flows)?;
+        Ok((name, ofport))
+    }
+
+    /// Names of the ports some valid TC in the store wants.
+    fn referenced_ports(&self) -> BTreeSet<String> {
+        let mut used = BTreeSet::new();
+        for tc in self.stores.traffic_controls.list() {
+            if let Ok(spec) = &tc.spec {
+                used.insert(port_name(&spec.target_port));
+                if let Some(r) = &spec.return_port {
+                    used.insert(port_name(r));
+                }
+            }
+        }
+        used
+    }
+
+    /// Delete a TC port when no TC references it any more (shared ports are ref-counted by
+    /// the stores themselves). Failures are logged; the orphan sweep retries them.
+    fn release_port(&self, ifs: &Interfaces, port: &str) {
+        if self.referenced_ports().contains(port) {
+            return;
+        }
+        let Some(i) = ifs.get(port).filter(|i| i.role == Role::TrafficControl) else {
+            return;
+        };
+        let owner_key = format!("port:{port}");
+        let owner = lock(&self.state).owners.get(&owner_key).copied();
+        if let Some(id) = owner {
+            if let Err(e) = self.flows.remove(Owner::new(Category::TRAFFIC_CONTROL, id)) {
+                log::warn!("port={port} removing return-port flows failed: {e}");
+            }
+        }
+        if let Some(of) = i.ofport() {
+            let _ = self.flows.set_no_flood(of, false);
+        }
+        match self.bridge.delete_ports(std::slice::from_ref(i.uuid())) {
+            Ok(()) => log::info!("port={port} deleted: no TrafficControl uses it"),
+            Err(e) => log::warn!("port={port} delete failed: {e}"),
+        }
+    }
+
+    fn teardown(&self, name: &str) {
+        let owner = lock(&self.state).owners.get(name).copied();
+        if let Some(id) = owner {
+            if let Err(e) = self.flows.remove(Owner::new(Category::TRAFFIC_CONTROL, id)) {
+                log::warn!("tc={name} removing flows failed: {e}");
+            }
+        }
+        let prev = lock(&self.state).tcs.remove(name);
+        let _g = lock(&self.ports);
+        let ifs = self.bridge.interfaces();
+        if let Some(s) = prev {
+            for (p, _) in s.target_port.iter().chain(s.return_port.iter()) {
+                self.release_port(&ifs, p);
+            }
+        }
+    }
+
+    /// After the first full sync: delete `traffic-control` ports no TC claims (e.g. their TC
+    /// was deleted while tether was down). Returns the names deleted.
+    pub fn sweep_orphans(&self) -> Vec<String> {
+        let _g = lock(&self.ports);
+        let ifs = self.bridge.interfaces();
+        let used = self.referenced_ports();
+        let orphans: Vec<_> = ifs
+            .with_role(&Role::TrafficControl)
+            .filter(|i| !used.contains(&i.port.name))
+            .map(|i| (i.port.name.clone(), i.uuid().clone()))
+            .collect();
+        if orphans.is_empty() {
+            return Vec::new();
+        }
+        let uuids: Vec<_> = orphans.iter().map(|(_, u)| u.clone()).collect();
+        match self.bridge.delete_ports(&uuids) {
+            Ok(()) => {
+                let names: Vec<String> = orphans.into_iter().map(|(n, _)| n).collect();
+                log::info!("deleted orphaned traffic-control ports: {}", names.join(","));
+                names
+            }
+            Err(e) => {
+                log::warn!("deleting orphaned traffic-control ports failed: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Re-apply no-flood to every traffic-control port with a valid ofport (Antrea's
+    /// `restorePortConfigs`, run at start; ports with ofport -1 are skipped, Antrea #4674).
+    pub fn restore_no_flood(&self) -> Result<(), OfError> {
+        for i in self.bridge.interfaces().with_role(&Role::TrafficControl) {
+            if let Some(of) = i.ofport() {
+                self.flows.set_no_flood(of, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn status(&self) -> Vec<TcStatus> {
+        let mut v: Vec<TcStatus> = lock(&self.state).tcs.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// TCs to resync when a Pod changed (every TC selecting it before or after).
+    pub fn keys_for_pod(&self, namespace: &str, old: Option<&crate::k8s::Labels>, new: Option<&crate::k8s::Labels>) -> BTreeSet<String> {
+        let ns = self
+            .stores
+            .namespaces
+            .get(namespace)
+            .map(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
+        self.stores.traffic_controls.affected_by_pod(&ns, old, new)
+    }
+
+    /// TCs to resync when a Namespace's labels changed.
+    pub fn keys_for_namespace(&self, old: Option<&crate::k8s::Labels>, new: Option<&crate::k8s::Labels>) -> BTreeSet<String> {
+        self.stores.traffic_controls.affected_by_namespace(old, new)
+    }
+
+    /// TCs to resync when TC `name` changed: itself, and every TC that shares a Pod with
+    /// its old or new selection (their effective sets may move).
+    pub fn keys_for_tc(&self, old: Option<&TrafficControl>, new: Option<&TrafficControl>) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        for tc in old.iter().chain(new.iter()) {
+            keys.insert(tc.metadata.name.clone());
+            let Ok(spec) = &tc.spec else { continue };
+            for pod in select::selected_pods(spec, &self.stores.pods, &self.stores.namespaces) {
+                keys.extend(self.keys_for_pod(&pod.metadata.namespace, None, Some(&pod.metadata.labels)));
+            }
+        }
+        keys
+    }
+
+    /// TCs to resync after the bridge's ports changed: those selecting a Pod whose port
+    /// appeared, went, or changed ofport.
+    pub fn keys_for_ports(&self, old: &Interfaces, new: &Interfaces) -> BTreeSet<String> {
+        let pod_ports = |s: &Interfaces| -> BTreeMap<String, Option<u32>> {
+            s.iter()
+                .filter_map(|i| match &i.role {
+                    Role::Pod { namespace, name } => Some((format!("{namespace}/{name}"), i.ofport())),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (a, b) = (pod_ports(old), pod_ports(new));
+        let mut keys = BTreeSet::new();
+        for k in a.keys().chain(b.keys()) {
+            if a.get(k) == b.get(k) {
+                continue;
+            }
+            if let Some(pod) = self.stores.pods.get(k) {
+                keys.extend(self.keys_for_pod(&pod.metadata.namespace, None, Some(&pod.metadata.labels)));
+            }
+        }
+        keys
+    }
+}

@@ -1,0 +1,245 @@
+//! The bridge's flow pipeline as data (docs/pipeline.md): the tables, Antrea's registers
+//! and marks (reference antrea.md §3.1), and pure functions that build every flow tether
+//! installs. Controllers decide *which* flows; this module decides *what they look like*.
+//!
+//! ```text
+//!  0 Classifier ─► 1 EgressSecurity ─► 2 L2ForwardingCalc ─► 3 TrafficControl ─► 4 IngressSecurity ─► 5 Output
+//!   return port ──────────────────────────► (skips egress)      returned pkts ─────────(skip)─────────────►
+//! ```
+//! Output's miss is `NORMAL`, so unknown and broadcast destinations still flow (TC ports
+//! are kept out of flooding by no-flood), and so does everything while a table is empty.
+
+use crate::openflow::consts::port;
+use crate::openflow::oxm::Mac;
+use crate::openflow::{Action, Flow, MatchField};
+
+#[cfg(test)]
+mod tests;
+
+/// Table ids, in pipeline order.
+pub mod table {
+    pub const CLASSIFIER: u8 = 0;
+    pub const EGRESS_SECURITY: u8 = 1;
+    pub const L2_FORWARDING: u8 = 2;
+    pub const TRAFFIC_CONTROL: u8 = 3;
+    pub const INGRESS_SECURITY: u8 = 4;
+    pub const OUTPUT: u8 = 5;
+}
+
+/// One table: its id, Antrea's name for it, and where a miss goes (`None`: NORMAL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Table {
+    pub id: u8,
+    pub name: &'static str,
+    pub miss_goto: Option<u8>,
+}
+
+pub const TABLES: &[Table] = &[
+    Table {
+        id: table::CLASSIFIER,
+        name: "Classifier",
+        miss_goto: Some(table::EGRESS_SECURITY),
+    },
+    Table {
+        id: table::EGRESS_SECURITY,
+        name: "EgressSecurityClassifier",
+        miss_goto: Some(table::L2_FORWARDING),
+    },
+    Table {
+        id: table::L2_FORWARDING,
+        name: "L2ForwardingCalc",
+        miss_goto: Some(table::TRAFFIC_CONTROL),
+    },
+    Table {
+        id: table::TRAFFIC_CONTROL,
+        name: "TrafficControl",
+        miss_goto: Some(table::INGRESS_SECURITY),
+    },
+    Table {
+        id: table::INGRESS_SECURITY,
+        name: "IngressSecurityClassifier",
+        miss_goto: Some(table::OUTPUT),
+    },
+    Table {
+        id: table::OUTPUT,
+        name: "Output",
+        miss_goto: None,
+    },
+];
+
+/// Priorities (Antrea `pipeline.go`).
+pub mod priority {
+    pub const MIRROR_REDIRECT_OUTPUT: u16 = 211;
+    pub const HIGH: u16 = 210;
+    pub const NORMAL: u16 = 200;
+    pub const LOW: u16 = 190;
+    pub const MISS: u16 = 0;
+}
+
+/// Register marks (reference antrea.md §3.1), as (register, value, mask).
+pub mod reg {
+    /// `reg0[0..3]` packet source: 6 = came back through a TC return port.
+    pub const FROM_TC_RETURN: (u8, u32, u32) = (0, 0x6, 0xf);
+    /// `reg0[21..22]` = 1: output to the port in reg1.
+    pub const OUTPUT_TO_PORT: (u8, u32, u32) = (0, 0x20_0000, 0x60_0000);
+    /// `reg4[22..23]` TC action: 01 mirror, 10 redirect.
+    pub const TC_MIRROR: (u8, u32, u32) = (4, 0x40_0000, 0xc0_0000);
+    pub const TC_REDIRECT: (u8, u32, u32) = (4, 0x80_0000, 0xc0_0000);
+    /// reg1: the output ofport; reg9: the TC target ofport.
+    pub const OUTPUT_PORT: u8 = 1;
+    pub const TC_TARGET_PORT: u8 = 9;
+}
+
+fn load((idx, value, mask): (u8, u32, u32)) -> Action {
+    Action::load_reg(idx, value, mask)
+}
+
+fn match_reg((idx, value, mask): (u8, u32, u32)) -> MatchField {
+    MatchField::Reg {
+        idx,
+        value,
+        mask: Some(mask),
+    }
+}
+
+/// The flows every bridge has: one miss per table, and Output's three register flows.
+pub fn base_flows() -> Vec<Flow> {
+    let mut flows: Vec<Flow> = TABLES
+        .iter()
+        .map(|t| {
+            let f = Flow::new(t.id, priority::MISS);
+            match t.miss_goto {
+                Some(next) => f.goto(next),
+                None => f.actions([Action::output(port::NORMAL)]),
+            }
+        })
+        .collect();
+    // Returned packets skip the mark flows and ingress security, so they cannot loop
+    // (Antrea's `trafficControlCommonFlows` #3).
+    let (i0, v0, m0) = reg::OUTPUT_TO_PORT;
+    let (_, v6, m6) = reg::FROM_TC_RETURN;
+    flows.push(
+        Flow::new(table::TRAFFIC_CONTROL, priority::HIGH)
+            .matching(MatchField::Reg {
+                idx: i0,
+                value: v0 | v6,
+                mask: Some(m0 | m6),
+            })
+            .goto(table::OUTPUT),
+    );
+    // Mirror: the original and a copy; redirect: only the target; else the output port.
+    flows.push(
+        Flow::new(table::OUTPUT, priority::MIRROR_REDIRECT_OUTPUT)
+            .matching(match_reg(reg::OUTPUT_TO_PORT))
+            .matching(match_reg(reg::TC_MIRROR))
+            .actions([
+                Action::output_reg(reg::OUTPUT_PORT),
+                Action::output_reg(reg::TC_TARGET_PORT),
+            ]),
+    );
+    flows.push(
+        Flow::new(table::OUTPUT, priority::MIRROR_REDIRECT_OUTPUT)
+            .matching(match_reg(reg::OUTPUT_TO_PORT))
+            .matching(match_reg(reg::TC_REDIRECT))
+            .actions([Action::output_reg(reg::TC_TARGET_PORT)]),
+    );
+    flows.push(
+        Flow::new(table::OUTPUT, priority::NORMAL)
+            .matching(match_reg(reg::OUTPUT_TO_PORT))
+            .actions([Action::output_reg(reg::OUTPUT_PORT)]),
+    );
+    flows
+}
+
+/// L2ForwardingCalc for a local port with a known MAC (a Pod): packets to that MAC leave
+/// through that port.
+pub fn l2_port_flow(mac: Mac, ofport: u32) -> Flow {
+    Flow::new(table::L2_FORWARDING, priority::NORMAL)
+        .matching(MatchField::EthDst(mac, None))
+        .actions([
+            Action::load_reg(reg::OUTPUT_PORT, ofport, u32::MAX),
+            load(reg::OUTPUT_TO_PORT),
+        ])
+        .goto(table::TRAFFIC_CONTROL)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcDirection {
+    Ingress,
+    Egress,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcAction {
+    Mirror,
+    Redirect,
+}
+
+/// A TrafficControl's mark flows (Antrea `InstallTrafficControlMarkFlows`): for each Pod
+/// port, Ingress matches `reg1=<port>` (to the Pod), Egress `in_port=<port>` (from it);
+/// both load the target port into reg9 and the action mark into reg4.
+pub fn tc_mark_flows(
+    pod_ofports: &[u32],
+    target: u32,
+    direction: TcDirection,
+    action: TcAction,
+) -> Vec<Flow> {
+    let mark = match action {
+        TcAction::Mirror => reg::TC_MIRROR,
+        TcAction::Redirect => reg::TC_REDIRECT,
+    };
+    let actions = || {
+        [
+            Action::load_reg(reg::TC_TARGET_PORT, target, u32::MAX),
+            load(mark),
+        ]
+    };
+    let mut flows = Vec::new();
+    for &p in pod_ofports {
+        if matches!(direction, TcDirection::Ingress | TcDirection::Both) {
+            flows.push(
+                Flow::new(table::TRAFFIC_CONTROL, priority::NORMAL)
+                    .matching(MatchField::Reg {
+                        idx: reg::OUTPUT_PORT,
+                        value: p,
+                        mask: None,
+                    })
+                    .actions(actions())
+                    .goto(table::INGRESS_SECURITY),
+            );
+        }
+        if matches!(direction, TcDirection::Egress | TcDirection::Both) {
+            flows.push(
+                Flow::new(table::TRAFFIC_CONTROL, priority::NORMAL)
+                    .matching(MatchField::InPort(p))
+                    .actions(actions())
+                    .goto(table::INGRESS_SECURITY),
+            );
+        }
+    }
+    flows
+}
+
+/// Classifier for a TC return port (Antrea `InstallTrafficControlReturnPortFlow`): mark the
+/// packet as returned and forward it by destination again, past egress security.
+pub fn tc_return_flow(ofport: u32) -> Flow {
+    Flow::new(table::CLASSIFIER, priority::NORMAL)
+        .matching(MatchField::InPort(ofport))
+        .actions([load(reg::FROM_TC_RETURN)])
+        .goto(table::L2_FORWARDING)
+}
+
+/// Parse `aa:bb:cc:dd:ee:ff` (as OVSDB's `attached-mac` / `mac_in_use` hold it).
+pub fn parse_mac(s: &str) -> Option<Mac> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
