@@ -431,9 +431,47 @@ pub fn error_name(type_: ErrorType, code: u16, experimenter: Option<u32>) -> Opt
             "OFPBFC_SCHED_FUTURE",
             "OFPBFC_SCHED_PAST",
         ],
+        (ErrorType::EXPERIMENTER, Some(NX_EXPERIMENTER)) => return nx_error_name(code),
         _ => &[],
     };
     table.get(usize::from(code)).copied()
+}
+
+/// Nicira errors as OVS encodes them for OpenFlow 1.2+ (`OFPET_EXPERIMENTER`, experimenter
+/// 0x2320, `exp_code` below; OVS `lib/ofp-errors.h` "NX1.2+" codes, names as ovs-ofctl
+/// 3.1 `ofp-print` prints them).
+fn nx_error_name(code: u16) -> Option<&'static str> {
+    Some(match code {
+        2 => "NXBRC_NXM_INVALID",
+        3 => "NXBRC_NXM_BAD_TYPE",
+        4 => "NXBRC_MUST_BE_ZERO",
+        5 => "NXBRC_BAD_REASON",
+        9 => "NXBRC_FM_BAD_EVENT",
+        10 => "NXBRC_UNENCODABLE_ERROR",
+        11 => "NXBAC_MUST_BE_ZERO",
+        12 => "NXFMFC_HARDWARE",
+        13 => "NXFMFC_BAD_TABLE_ID",
+        15 => "NXBAC_BAD_CONJUNCTION",
+        16 => "NXTTMFC_BAD_COMMAND",
+        17 => "NXTTMFC_BAD_OPT_LEN",
+        18 => "NXTTMFC_BAD_FIELD_IDX",
+        19 => "NXTTMFC_TABLE_FULL",
+        20 => "NXTTMFC_ALREADY_MAPPED",
+        21 => "NXTTMFC_DUP_ENTRY",
+        23 => "NXQOFC_QUEUE_ERROR",
+        34 => "NXR_NOT_SUPPORTED",
+        35 => "NXR_STALE",
+        36 => "NXST_NOT_CONFIGURED",
+        37 => "NXFMFC_INVALID_TLV_FIELD",
+        38 => "NXTTMFC_INVALID_TLV_DEL",
+        39 => "NXBAC_BAD_HEADER_TYPE",
+        40 => "NXBAC_UNKNOWN_ED_PROP",
+        41 => "NXBAC_BAD_ED_PROP",
+        42 => "NXBAC_CT_DATAPATH_SUPPORT",
+        43 => "NXBMC_CT_DATAPATH_SUPPORT",
+        44 => "NXTFFC_DUP_TABLE",
+        _ => return None,
+    })
 }
 
 /// Bit names of `NXM_NX_CT_STATE` (OVS `lib/meta-flow.xml`, "Connection Tracking Fields").

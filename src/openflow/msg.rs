@@ -392,8 +392,12 @@ fn decode_body(version: Version, type_: u8, r: &mut Reader<'_>) -> Result<Body, 
                 data: r.bytes(r.remaining(), "error data")?.to_vec(),
             })
         }
-        t if t == MsgType::ECHO_REQUEST.0 => Body::EchoRequest(r.rest().to_vec()),
-        t if t == MsgType::ECHO_REPLY.0 => Body::EchoReply(r.rest().to_vec()),
+        t if t == MsgType::ECHO_REQUEST.0 => {
+            Body::EchoRequest(r.bytes(r.remaining(), "echo data")?.to_vec())
+        }
+        t if t == MsgType::ECHO_REPLY.0 => {
+            Body::EchoReply(r.bytes(r.remaining(), "echo data")?.to_vec())
+        }
         t if t == MsgType::FEATURES_REQUEST.0 && (v10 || v15) => Body::FeaturesRequest,
         t if t == MsgType::FEATURES_REPLY.0 && v15 => {
             let datapath_id = r.u64("datapath_id")?;

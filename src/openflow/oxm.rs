@@ -129,6 +129,78 @@ impl MatchField {
         (rank, class.0, field)
     }
 
+    /// The same field with its value masked and a full mask removed.
+    pub fn canonical(self) -> MatchField {
+        use MatchField::*;
+        fn mac(v: Mac, m: Option<Mac>) -> (Mac, Option<Mac>) {
+            match m {
+                Some(m) if m == [0xff; 6] => (v, None),
+                Some(m) => {
+                    let mut out = v;
+                    out.iter_mut().zip(m).for_each(|(b, k)| *b &= k);
+                    (out, Some(m))
+                }
+                None => (v, None),
+            }
+        }
+        fn v4(v: Ipv4Addr, m: Option<Ipv4Addr>) -> (Ipv4Addr, Option<Ipv4Addr>) {
+            match m {
+                Some(m) if m == Ipv4Addr::BROADCAST => (v, None),
+                Some(m) => (Ipv4Addr::from(v.to_bits() & m.to_bits()), Some(m)),
+                None => (v, None),
+            }
+        }
+        fn v6(v: Ipv6Addr, m: Option<Ipv6Addr>) -> (Ipv6Addr, Option<Ipv6Addr>) {
+            match m {
+                Some(m) if m.to_bits() == u128::MAX => (v, None),
+                Some(m) => (Ipv6Addr::from(v.to_bits() & m.to_bits()), Some(m)),
+                None => (v, None),
+            }
+        }
+        fn word(v: u32, m: Option<u32>) -> (u32, Option<u32>) {
+            match m {
+                Some(u32::MAX) => (v, None),
+                Some(m) => (v & m, Some(m)),
+                None => (v, None),
+            }
+        }
+        match self {
+            EthDst(v, m) => {
+                let (v, m) = mac(v, m);
+                EthDst(v, m)
+            }
+            EthSrc(v, m) => {
+                let (v, m) = mac(v, m);
+                EthSrc(v, m)
+            }
+            Ipv4Src(v, m) => {
+                let (v, m) = v4(v, m);
+                Ipv4Src(v, m)
+            }
+            Ipv4Dst(v, m) => {
+                let (v, m) = v4(v, m);
+                Ipv4Dst(v, m)
+            }
+            Ipv6Src(v, m) => {
+                let (v, m) = v6(v, m);
+                Ipv6Src(v, m)
+            }
+            Ipv6Dst(v, m) => {
+                let (v, m) = v6(v, m);
+                Ipv6Dst(v, m)
+            }
+            Reg { idx, value, mask } => {
+                let (value, mask) = word(value, mask);
+                Reg { idx, value, mask }
+            }
+            CtState { value, mask } => {
+                let (value, mask) = word(value, mask);
+                CtState { value, mask }
+            }
+            other => other,
+        }
+    }
+
     /// Append the OXM TLV.
     pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
         use MatchField::*;
@@ -307,7 +379,11 @@ pub struct Match {
 }
 
 impl Match {
-    pub fn new(mut fields: Vec<MatchField>) -> Match {
+    /// A canonical match: fields sorted, masked values cleared outside their mask (OVS
+    /// rejects value bits outside the mask with `OFPBMC_BAD_WILDCARDS`, OF1.5 §7.2.3.5),
+    /// and all-ones masks dropped, so equal matches compare equal.
+    pub fn new(fields: Vec<MatchField>) -> Match {
+        let mut fields: Vec<MatchField> = fields.into_iter().map(MatchField::canonical).collect();
         fields.sort_by(|a, b| a.order().cmp(&b.order()).then_with(|| a.cmp(b)));
         Match { fields }
     }
