@@ -1,0 +1,405 @@
+//! `OfFlows`: the [`Flows`] backend on a real bridge. It owns two connections to
+//! `<bridge>.mgmt` — OpenFlow 1.5 for flows, OpenFlow 1.0 for the no-flood port bit that
+//! only 1.0 has (reference antrea.md §3.6) — the [`FlowSet`] of what is installed, and the
+//! set of ports that want no-flood.
+//!
+//! Every change is one atomic, ordered bundle (OF1.5 §6.8): OPEN, ADD_MESSAGE…, CLOSE and
+//! a barrier; if the switch rejected any bundled message we DISCARD, otherwise COMMIT
+//! (what `ovs-ofctl --bundle` does too: OVS checks a flow mod when it is added, and a
+//! commit would install the others). A `replay` thread re-installs every owner's flows
+//! and re-applies no-flood after each reconnect, since a restarted ovs-vswitchd has
+//! forgotten both.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+
+use super::OfError;
+use super::conn::{Conn, ConnEvent, ConnOptions, Reply};
+use super::consts::{BundleCtrlType, OFPPC10_NO_FLOOD, Version, bundle_flags, port};
+use super::flow::{Flow, Owner, ROUND_MASK};
+use super::flowmod::{
+    BundleAdd, BundleControl, FlowDesc, FlowDescRequest, FlowMod, MultipartReplyBody,
+    MultipartRequest, MultipartRequestBody,
+};
+use super::flowset::FlowSet;
+use super::msg::{Body, Msg, Port, PortMod10};
+
+/// What the controllers need from OpenFlow; narrow so a recording fake is easy.
+pub trait Flows: Send + Sync {
+    /// Make `owner`'s flows exactly `flows` (one atomic bundle of the difference).
+    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError>;
+    /// Delete every flow of `owner`.
+    fn remove(&self, owner: Owner) -> Result<(), OfError>;
+    /// Set or clear OF1.0 `OFPPC_NO_FLOOD` on a port; remembered and re-applied after
+    /// every reconnect while set.
+    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError>;
+    /// Delete every flow whose cookie carries `round` (a previous run's flows).
+    fn delete_round(&self, round: u16) -> Result<(), OfError>;
+}
+
+#[derive(Clone, Debug)]
+pub struct OfFlowsConfig {
+    /// The bridge's OpenFlow socket, `<rundir>/<bridge>.mgmt`.
+    pub mgmt: PathBuf,
+    /// Short name for threads and logs (the bridge name).
+    pub name: String,
+    /// This run's cookie round (reference antrea.md §3.2).
+    pub round: u16,
+    /// How long one request may wait for the switch.
+    pub timeout: Duration,
+}
+
+impl OfFlowsConfig {
+    pub fn new(mgmt: PathBuf, name: &str, round: u16) -> OfFlowsConfig {
+        OfFlowsConfig {
+            mgmt,
+            name: name.to_string(),
+            round,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+struct State {
+    set: FlowSet,
+    no_flood: BTreeSet<u32>,
+}
+
+struct Shared {
+    of15: Conn,
+    of10: Conn,
+    state: Mutex<State>,
+    timeout: Duration,
+    bundle_id: AtomicU32,
+}
+
+/// The real [`Flows`]; see the module docs.
+pub struct OfFlows {
+    shared: Arc<Shared>,
+    stop: Option<Sender<()>>,
+    replayer: Option<JoinHandle<()>>,
+    reconnects: Receiver<u64>,
+}
+
+impl OfFlows {
+    /// Start both connections and the replay thread. Returns at once; use
+    /// [`OfFlows::wait_connected`] to wait for the switch.
+    pub fn start(cfg: OfFlowsConfig) -> Result<OfFlows, OfError> {
+        let of15 = Conn::start(
+            &cfg.mgmt,
+            ConnOptions::new(Version::OF15, &format!("of15-{}", cfg.name)),
+        )?;
+        let of10 = Conn::start(
+            &cfg.mgmt,
+            ConnOptions::new(Version::OF10, &format!("of10-{}", cfg.name)),
+        )?;
+        let shared = Arc::new(Shared {
+            of15,
+            of10,
+            state: Mutex::new(State {
+                set: FlowSet::new(cfg.round),
+                no_flood: BTreeSet::new(),
+            }),
+            timeout: cfg.timeout,
+            bundle_id: AtomicU32::new(1),
+        });
+        let (stop_tx, stop_rx) = bounded::<()>(1);
+        let (rc_tx, rc_rx) = bounded(8);
+        let sh = shared.clone();
+        let replayer = std::thread::Builder::new()
+            .name(format!("of-replay-{}", cfg.name))
+            .spawn(move || replay_loop(&sh, &stop_rx, &rc_tx))
+            .map_err(|e| OfError::Io {
+                socket: cfg.mgmt.display().to_string(),
+                error: format!("cannot spawn replay thread: {e}"),
+            })?;
+        Ok(OfFlows {
+            shared,
+            stop: Some(stop_tx),
+            replayer: Some(replayer),
+            reconnects: rc_rx,
+        })
+    }
+
+    /// Wait until both connections are up.
+    pub fn wait_connected(&self, timeout: Duration) -> Result<(), OfError> {
+        self.shared.of15.wait_connected(timeout)?;
+        self.shared.of10.wait_connected(timeout)?;
+        Ok(())
+    }
+
+    /// One value (the OF1.5 connection generation) after each completed replay: the
+    /// daemon re-reads ofports then, since a restarted switch may renumber them.
+    pub fn reconnects(&self) -> &Receiver<u64> {
+        &self.reconnects
+    }
+
+    /// Re-install every owner's flows (deleting whatever the current round left on the
+    /// switch first) and re-apply no-flood, in one bundle plus the port mods.
+    pub fn replay_all(&self) -> Result<(), OfError> {
+        self.shared.replay_all()
+    }
+
+    /// The flows tether believes are installed for `owner`.
+    pub fn installed(&self, owner: Owner) -> Vec<Flow> {
+        self.shared.lock().set.flows(owner)
+    }
+
+    /// Flows on the switch whose cookie matches `cookie` under `mask` (multipart
+    /// FLOW_DESC), all parts collected.
+    pub fn dump(&self, cookie: u64, mask: u64) -> Result<Vec<FlowDesc>, OfError> {
+        let req = Body::MultipartRequest(MultipartRequest {
+            flags: 0,
+            body: MultipartRequestBody::FlowDesc(FlowDescRequest::by_cookie(cookie, mask)),
+        });
+        let r = self.shared.transact15(vec![req], "flow dump")?;
+        let mut out = Vec::new();
+        for (_, m) in r.replies {
+            if let Body::MultipartReply(mp) = m.body {
+                if let MultipartReplyBody::FlowDesc(v) = mp.body {
+                    out.extend(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bridge's ports as OF1.5 port descriptions (numbers, names, hw_addr).
+    pub fn ports(&self) -> Result<Vec<Port>, OfError> {
+        let req = Body::MultipartRequest(MultipartRequest {
+            flags: 0,
+            body: MultipartRequestBody::PortDesc { port_no: port::ANY },
+        });
+        let r = self.shared.transact15(vec![req], "port description")?;
+        let mut out = Vec::new();
+        for (_, m) in r.replies {
+            if let Body::MultipartReply(mp) = m.body {
+                if let MultipartReplyBody::PortDesc(v) = mp.body {
+                    out.extend(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Send raw flow mods as one bundle (what `apply` uses); for tools and tests.
+    pub fn bundle(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
+        self.shared.bundle(mods)
+    }
+}
+
+impl Drop for OfFlows {
+    fn drop(&mut self) {
+        self.stop = None;
+        if let Some(t) = self.replayer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Flows for OfFlows {
+    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+        let mut st = self.shared.lock();
+        let plan = st.set.plan_apply(owner, flows)?;
+        if !plan.is_empty() {
+            self.shared.bundle_mods(&plan.mods)?;
+        }
+        st.set.commit(plan);
+        Ok(())
+    }
+
+    fn remove(&self, owner: Owner) -> Result<(), OfError> {
+        let mut st = self.shared.lock();
+        let plan = st.set.plan_remove(owner);
+        if !plan.is_empty() {
+            self.shared.bundle_mods(&plan.mods)?;
+        }
+        st.set.commit(plan);
+        Ok(())
+    }
+
+    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
+        let mut st = self.shared.lock();
+        self.shared.port_mod_no_flood(ofport, on)?;
+        if on {
+            st.no_flood.insert(ofport);
+        } else {
+            st.no_flood.remove(&ofport);
+        }
+        Ok(())
+    }
+
+    fn delete_round(&self, round: u16) -> Result<(), OfError> {
+        let fm = FlowMod::delete_by_cookie(u64::from(round) << 48, ROUND_MASK);
+        let r = self
+            .shared
+            .transact15(vec![Body::FlowMod(fm)], "delete by cookie")?;
+        first_error(&r, |_| format!("delete of round {round}"))
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn transact15(&self, bodies: Vec<Body>, what: &str) -> Result<Reply, OfError> {
+        log::debug!("openflow request what={what} messages={}", bodies.len());
+        self.of15.transact(bodies, self.timeout)
+    }
+
+    fn bundle(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
+        let _st = self.lock();
+        self.bundle_mods(&mods)
+    }
+
+    /// OPEN, ADD…, CLOSE (+ barrier); then COMMIT, or DISCARD if anything was rejected.
+    fn bundle_mods(&self, mods: &[FlowMod]) -> Result<(), OfError> {
+        let id = self.bundle_id.fetch_add(1, Ordering::Relaxed);
+        let flags = bundle_flags::ATOMIC | bundle_flags::ORDERED;
+        let ctrl = |t| Body::BundleControl(BundleControl::new(id, t, flags));
+        let mut bodies = Vec::with_capacity(mods.len() + 2);
+        bodies.push(ctrl(BundleCtrlType::OPEN_REQUEST));
+        for m in mods {
+            bodies.push(Body::BundleAdd(BundleAdd {
+                bundle_id: id,
+                flags,
+                // The connection sets the inner xid to the BUNDLE_ADD's.
+                msg: Box::new(Msg::new(Version::OF15, 0, Body::FlowMod(m.clone()))),
+                properties: Vec::new(),
+            }));
+        }
+        bodies.push(ctrl(BundleCtrlType::CLOSE_REQUEST));
+        let describe = |i: usize| match i {
+            0 => format!("bundle {id} open"),
+            i if i <= mods.len() => describe_mod(&mods[i - 1]),
+            _ => format!("bundle {id} close"),
+        };
+        let r = self.transact15(bodies, "bundle")?;
+        if let Err(e) = first_error(&r, describe) {
+            log::warn!("openflow bundle rejected bundle={id} err={e}; discarding");
+            if let Err(d) = self.transact15(vec![ctrl(BundleCtrlType::DISCARD_REQUEST)], "discard")
+            {
+                log::warn!("openflow bundle discard failed bundle={id} err={d}");
+            }
+            return Err(e);
+        }
+        let r = self.transact15(vec![ctrl(BundleCtrlType::COMMIT_REQUEST)], "commit")?;
+        first_error(&r, |_| {
+            format!("bundle {id} commit ({} flow mods)", mods.len())
+        })
+    }
+
+    fn port_mod_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
+        let port_no = u16::try_from(ofport)
+            .ok()
+            .filter(|p| *p < 0xff00)
+            .ok_or(OfError::PortNotFound { ofport })?;
+        // OVS rejects a PORT_MOD whose hw_addr is not the port's (OFPPMFC_BAD_HW_ADDR),
+        // and the address may have changed since the last look: ask each time.
+        let r = self
+            .of10
+            .transact(vec![Body::FeaturesRequest], self.timeout)?;
+        first_error(&r, |_| "OF1.0 features request".to_string())?;
+        let hw_addr = r
+            .replies
+            .iter()
+            .find_map(|(_, m)| match &m.body {
+                Body::FeaturesReply10(f) => f.ports.iter().find(|p| p.port_no == port_no),
+                _ => None,
+            })
+            .map(|p| p.hw_addr)
+            .ok_or(OfError::PortNotFound { ofport })?;
+        let pm = PortMod10 {
+            port_no,
+            hw_addr,
+            config: if on { OFPPC10_NO_FLOOD } else { 0 },
+            mask: OFPPC10_NO_FLOOD,
+            advertise: 0,
+        };
+        let r = self
+            .of10
+            .transact(vec![Body::PortMod10(pm)], self.timeout)?;
+        first_error(&r, |_| {
+            format!("OF1.0 port_mod no-flood={on} port={ofport}")
+        })
+    }
+
+    fn replay_all(&self) -> Result<(), OfError> {
+        let st = self.lock();
+        let mods = st.set.replay_mods();
+        self.bundle_mods(&mods)?;
+        log::info!(
+            "openflow replayed flows={} owners={}",
+            st.set.len(),
+            st.set.owners().count()
+        );
+        self.replay_no_flood(&st)
+    }
+
+    /// Re-apply no-flood to every port that wants it; tries all, returns the first error.
+    fn replay_no_flood(&self, st: &State) -> Result<(), OfError> {
+        let mut first = None;
+        for &p in &st.no_flood {
+            if let Err(e) = self.port_mod_no_flood(p, true) {
+                log::warn!("openflow no-flood replay failed port={p} err={e}");
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+fn describe_mod(m: &FlowMod) -> String {
+    format!(
+        "flow_mod {} table={} priority={} match={:?}",
+        m.command, m.table_id, m.priority, m.match_
+    )
+}
+
+/// The first switch error of a batch as an [`OfError::Switch`], naming the message.
+fn first_error(r: &Reply, describe: impl Fn(usize) -> String) -> Result<(), OfError> {
+    match r.errors.first() {
+        None => Ok(()),
+        Some((i, e)) => Err(OfError::Switch {
+            name: e.name(),
+            type_: e.type_.0,
+            code: e.code,
+            failed: describe(*i),
+        }),
+    }
+}
+
+fn replay_loop(sh: &Shared, stop: &Receiver<()>, reconnects: &Sender<u64>) {
+    loop {
+        select! {
+            recv(stop) -> _ => return,
+            recv(sh.of15.events()) -> ev => match ev {
+                Ok(ConnEvent::Connected { generation }) => match sh.replay_all() {
+                    Ok(()) => {
+                        let _ = reconnects.try_send(generation);
+                    }
+                    Err(e) => log::warn!("openflow replay failed generation={generation} err={e}"),
+                },
+                Ok(ConnEvent::Disconnected { .. }) => {}
+                Err(_) => return,
+            },
+            recv(sh.of10.events()) -> ev => match ev {
+                Ok(ConnEvent::Connected { .. }) => {
+                    let st = sh.lock();
+                    if let Err(e) = sh.replay_no_flood(&st) {
+                        log::warn!("openflow no-flood replay failed err={e}");
+                    }
+                }
+                Ok(ConnEvent::Disconnected { .. }) => {}
+                Err(_) => return,
+            },
+        }
+    }
+}

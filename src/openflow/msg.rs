@@ -1,0 +1,570 @@
+//! OpenFlow messages: the 8-byte header (OF1.5 §7.1.1), framing, and every message tether
+//! sends or must understand, for OpenFlow 1.5 (flows, bundles, multipart) and OpenFlow 1.0
+//! (the no-flood `PORT_MOD` and the `FEATURES_REPLY` port list it needs). Flow mods,
+//! bundles and multipart bodies live in [`super::flowmod`]. Pure: bytes in, values out.
+//!
+//! A message type this module does not model decodes as [`Body::Other`] and encodes back
+//! byte for byte; whether to accept it is the connection's decision.
+
+use super::WireError;
+use super::codec::{Reader, Writer, pad8};
+use super::consts::{ErrorType, HelloElemType, MsgType, MsgType10, Version, error_name};
+use super::flowmod::{BundleAdd, BundleControl, FlowMod, MultipartReply, MultipartRequest};
+use super::oxm::Mac;
+
+/// The OpenFlow header is 8 bytes: version, type, length, xid (OF1.5 §7.1.1).
+pub const HEADER_LEN: usize = 8;
+
+/// One message: header fields plus a typed body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Msg {
+    pub version: Version,
+    pub xid: u32,
+    pub body: Body,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    Hello(Hello),
+    Error(ErrorMsg),
+    EchoRequest(Vec<u8>),
+    EchoReply(Vec<u8>),
+    FeaturesRequest,
+    /// OF1.5 `ofp_switch_features`.
+    FeaturesReply(FeaturesReply),
+    /// OF1.0 `ofp_switch_features` with its port list.
+    FeaturesReply10(FeaturesReply10),
+    BarrierRequest,
+    BarrierReply,
+    FlowMod(FlowMod),
+    BundleControl(BundleControl),
+    BundleAdd(BundleAdd),
+    MultipartRequest(MultipartRequest),
+    MultipartReply(MultipartReply),
+    /// OF1.5 `ofp_port_status`.
+    PortStatus(PortStatus),
+    /// OF1.0 `ofp_port_mod`.
+    PortMod10(PortMod10),
+    /// A message type not modelled here (raw type number and body).
+    Other {
+        type_: u8,
+        body: Vec<u8>,
+    },
+}
+
+/// `OFPT_HELLO` with an optional version bitmap element (OF1.5 §7.5.1). Other elements are
+/// kept raw so the message round-trips.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Hello {
+    /// Bit n set = version n supported (bitmap word 0 covers versions 0..31).
+    pub bitmap: Option<u32>,
+    pub other_elements: Vec<u8>,
+}
+
+impl Hello {
+    /// A hello offering exactly `versions`.
+    pub fn offering(versions: &[Version]) -> Hello {
+        Hello {
+            bitmap: Some(versions.iter().fold(0, |b, v| b | 1u32 << (v.0 & 31))),
+            other_elements: Vec::new(),
+        }
+    }
+
+    /// Versions the peer supports: its bitmap, or without one every version up to the
+    /// header's (OF1.5 §6.3.1).
+    pub fn supports(&self, header_version: Version, v: Version) -> bool {
+        match self.bitmap {
+            Some(b) => v.0 < 32 && b & (1 << v.0) != 0,
+            None => v.0 <= header_version.0,
+        }
+    }
+}
+
+/// `OFPT_ERROR` (OF1.5 §7.5.4). `experimenter` is set for `OFPET_EXPERIMENTER` errors, whose
+/// `code` is then the experimenter's `exp_code`. `data` holds (a prefix of) the message that
+/// failed, as the switch sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorMsg {
+    pub type_: ErrorType,
+    pub code: u16,
+    pub experimenter: Option<u32>,
+    pub data: Vec<u8>,
+}
+
+impl ErrorMsg {
+    /// The OVS name of the error (`OFPBMC_BAD_PREREQ`) or `type/code` numbers.
+    pub fn name(&self) -> String {
+        match (
+            error_name(self.type_, self.code, self.experimenter),
+            self.experimenter,
+        ) {
+            (Some(n), _) => n.to_string(),
+            (None, Some(e)) => format!("experimenter {e:#x} code {}", self.code),
+            (None, None) => format!("{} code {}", self.type_, self.code),
+        }
+    }
+
+    /// xid of the failed message, from the header at the start of `data`.
+    pub fn failed_xid(&self) -> Option<u32> {
+        let b = self.data.get(4..8)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The failed message decoded, when the switch sent all of it.
+    pub fn failed_msg(&self) -> Option<Msg> {
+        Msg::decode(&self.data).ok()
+    }
+}
+
+/// OF1.5 `ofp_switch_features` (§7.3.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeaturesReply {
+    pub datapath_id: u64,
+    pub n_buffers: u32,
+    pub n_tables: u8,
+    pub auxiliary_id: u8,
+    pub capabilities: u32,
+    pub reserved: u32,
+}
+
+/// OF1.0 `ofp_switch_features` (OF1.0 §5.3.1) with the port list OF1.0 carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeaturesReply10 {
+    pub datapath_id: u64,
+    pub n_buffers: u32,
+    pub n_tables: u8,
+    pub capabilities: u32,
+    pub actions: u32,
+    pub ports: Vec<PhyPort10>,
+}
+
+/// OF1.0 `ofp_phy_port` (OF1.0 §5.2.1), 48 bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhyPort10 {
+    pub port_no: u16,
+    pub hw_addr: Mac,
+    pub name: [u8; 16],
+    pub config: u32,
+    pub state: u32,
+    pub curr: u32,
+    pub advertised: u32,
+    pub supported: u32,
+    pub peer: u32,
+}
+
+/// OF1.0 `ofp_port_mod` (OF1.0 §5.3.3), 32 bytes with the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortMod10 {
+    pub port_no: u16,
+    pub hw_addr: Mac,
+    pub config: u32,
+    pub mask: u32,
+    pub advertise: u32,
+}
+
+/// OF1.5 `ofp_port` (§7.2.1): fixed 40 bytes, then properties (kept raw).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    pub port_no: u32,
+    pub hw_addr: Mac,
+    pub name: [u8; 16],
+    pub config: u32,
+    pub state: u32,
+    pub properties: Vec<u8>,
+}
+
+/// OF1.5 `ofp_port_status` (§7.4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortStatus {
+    pub reason: u8,
+    pub port: Port,
+}
+
+/// A NUL-padded port name as text.
+pub fn port_name(raw: &[u8; 16]) -> String {
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+/// A port name as its NUL-padded 16-byte field (longer names are cut, as OVS does).
+pub fn port_name_field(name: &str) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    let n = name.len().min(15);
+    a[..n].copy_from_slice(&name.as_bytes()[..n]);
+    a
+}
+
+impl Body {
+    /// Wire type number for `version` (OF1.0 and OF1.5 number some messages differently).
+    pub fn type_code(&self, version: Version) -> Result<u8, WireError> {
+        let v10 = version == Version::OF10;
+        let t = match self {
+            Body::Hello(_) => MsgType::HELLO.0,
+            Body::Error(_) => MsgType::ERROR.0,
+            Body::EchoRequest(_) => MsgType::ECHO_REQUEST.0,
+            Body::EchoReply(_) => MsgType::ECHO_REPLY.0,
+            Body::FeaturesRequest => MsgType::FEATURES_REQUEST.0,
+            Body::FeaturesReply(_) if !v10 => MsgType::FEATURES_REPLY.0,
+            Body::FeaturesReply10(_) if v10 => MsgType10::FEATURES_REPLY.0,
+            Body::BarrierRequest if v10 => MsgType10::BARRIER_REQUEST.0,
+            Body::BarrierReply if v10 => MsgType10::BARRIER_REPLY.0,
+            Body::BarrierRequest => MsgType::BARRIER_REQUEST.0,
+            Body::BarrierReply => MsgType::BARRIER_REPLY.0,
+            Body::PortMod10(_) if v10 => MsgType10::PORT_MOD.0,
+            Body::FlowMod(_) if !v10 => MsgType::FLOW_MOD.0,
+            Body::BundleControl(_) if !v10 => MsgType::BUNDLE_CONTROL.0,
+            Body::BundleAdd(_) if !v10 => MsgType::BUNDLE_ADD_MESSAGE.0,
+            Body::MultipartRequest(_) if !v10 => MsgType::MULTIPART_REQUEST.0,
+            Body::MultipartReply(_) if !v10 => MsgType::MULTIPART_REPLY.0,
+            Body::PortStatus(_) if !v10 => MsgType::PORT_STATUS.0,
+            Body::Other { type_, .. } => *type_,
+            _ => {
+                return Err(WireError::WrongVersion {
+                    what: "message body",
+                    version: version.0,
+                });
+            }
+        };
+        Ok(t)
+    }
+}
+
+impl Msg {
+    pub fn new(version: Version, xid: u32, body: Body) -> Msg {
+        Msg { version, xid, body }
+    }
+
+    /// Append the encoded message to `out` (length patched after the body).
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
+        let type_ = self.body.type_code(self.version)?;
+        let start = out.len();
+        let mut w = Writer::new(out);
+        w.u8(self.version.0);
+        w.u8(type_);
+        let mark = w.reserve_len_from(start);
+        w.u32(self.xid);
+        let r = self.encode_body(&mut w);
+        if r.is_err() {
+            // Leave `out` as it was, so a batch is never left with half a message.
+            w.out.truncate(start);
+            return r;
+        }
+        if let Err(e) = w.patch_len(mark) {
+            w.out.truncate(start);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub fn to_bytes(&self) -> Result<Vec<u8>, WireError> {
+        let mut v = Vec::new();
+        self.encode(&mut v)?;
+        Ok(v)
+    }
+
+    fn encode_body(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
+        match &self.body {
+            Body::Hello(h) => {
+                if let Some(bitmap) = h.bitmap {
+                    let start = w.pos();
+                    w.u16(HelloElemType::VERSIONBITMAP.0);
+                    w.u16(8);
+                    w.u32(bitmap);
+                    w.pad8_from(start);
+                }
+                w.bytes(&h.other_elements);
+            }
+            Body::Error(e) => {
+                w.u16(e.type_.0);
+                w.u16(e.code);
+                if let Some(exp) = e.experimenter {
+                    w.u32(exp);
+                }
+                w.bytes(&e.data);
+            }
+            Body::EchoRequest(d) | Body::EchoReply(d) => w.bytes(d),
+            Body::FeaturesRequest | Body::BarrierRequest | Body::BarrierReply => {}
+            Body::FeaturesReply(f) => {
+                w.u64(f.datapath_id);
+                w.u32(f.n_buffers);
+                w.u8(f.n_tables);
+                w.u8(f.auxiliary_id);
+                w.zeros(2);
+                w.u32(f.capabilities);
+                w.u32(f.reserved);
+            }
+            Body::FeaturesReply10(f) => {
+                w.u64(f.datapath_id);
+                w.u32(f.n_buffers);
+                w.u8(f.n_tables);
+                w.zeros(3);
+                w.u32(f.capabilities);
+                w.u32(f.actions);
+                for p in &f.ports {
+                    w.u16(p.port_no);
+                    w.bytes(&p.hw_addr);
+                    w.bytes(&p.name);
+                    for v in [p.config, p.state, p.curr, p.advertised, p.supported, p.peer] {
+                        w.u32(v);
+                    }
+                }
+            }
+            Body::PortMod10(p) => {
+                w.u16(p.port_no);
+                w.bytes(&p.hw_addr);
+                w.u32(p.config);
+                w.u32(p.mask);
+                w.u32(p.advertise);
+                w.zeros(4);
+            }
+            Body::PortStatus(s) => {
+                w.u8(s.reason);
+                w.zeros(7);
+                s.port.encode(w)?;
+            }
+            Body::FlowMod(f) => f.encode(w)?,
+            Body::BundleControl(b) => b.encode(w),
+            Body::BundleAdd(b) => b.encode(w)?,
+            Body::MultipartRequest(m) => m.encode(w)?,
+            Body::MultipartReply(m) => m.encode(w)?,
+            Body::Other { body, .. } => w.bytes(body),
+        }
+        Ok(())
+    }
+
+    /// Length of the message whose header starts `head`, checked: at least a header, and
+    /// the version one the stream speaks. The stream reader calls this before reading the
+    /// body, so a garbage header is caught before we wait for bytes that never come.
+    pub fn frame_len(head: &[u8; HEADER_LEN]) -> Result<usize, WireError> {
+        let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
+        if len < HEADER_LEN {
+            return Err(WireError::BadLength {
+                what: "message header",
+                len,
+            });
+        }
+        if head[0] == 0 || head[0] > Version::OF15.0 {
+            return Err(WireError::WrongVersion {
+                what: "message header",
+                version: head[0],
+            });
+        }
+        Ok(len)
+    }
+
+    /// Decode exactly one message: `buf` must be exactly the length its header says.
+    pub fn decode(buf: &[u8]) -> Result<Msg, WireError> {
+        let mut r = Reader::new(buf);
+        let version = Version(r.u8("version")?);
+        let type_ = r.u8("message type")?;
+        let len = usize::from(r.u16("message length")?);
+        let xid = r.u32("xid")?;
+        if len < HEADER_LEN || len != buf.len() {
+            return Err(WireError::BadLength {
+                what: "message",
+                len,
+            });
+        }
+        let body = decode_body(version, type_, &mut r)?;
+        r.finish("message body")?;
+        Ok(Msg { version, xid, body })
+    }
+}
+
+fn decode_body(version: Version, type_: u8, r: &mut Reader<'_>) -> Result<Body, WireError> {
+    let v10 = version == Version::OF10;
+    let v15 = version == Version::OF15;
+    // HELLO, ERROR and ECHO share numbers and layouts across versions (OF1.5 §7.1.1).
+    Ok(match type_ {
+        t if t == MsgType::HELLO.0 => Body::Hello(decode_hello(r)?),
+        t if t == MsgType::ERROR.0 => {
+            let type_ = ErrorType(r.u16("error type")?);
+            let code = r.u16("error code")?;
+            let experimenter = if type_ == ErrorType::EXPERIMENTER && !v10 {
+                Some(r.u32("error experimenter")?)
+            } else {
+                None
+            };
+            Body::Error(ErrorMsg {
+                type_,
+                code,
+                experimenter,
+                data: r.bytes(r.remaining(), "error data")?.to_vec(),
+            })
+        }
+        t if t == MsgType::ECHO_REQUEST.0 => {
+            Body::EchoRequest(r.bytes(r.remaining(), "echo data")?.to_vec())
+        }
+        t if t == MsgType::ECHO_REPLY.0 => {
+            Body::EchoReply(r.bytes(r.remaining(), "echo data")?.to_vec())
+        }
+        t if t == MsgType::FEATURES_REQUEST.0 && (v10 || v15) => Body::FeaturesRequest,
+        t if t == MsgType::FEATURES_REPLY.0 && v15 => {
+            let datapath_id = r.u64("datapath_id")?;
+            let n_buffers = r.u32("n_buffers")?;
+            let n_tables = r.u8("n_tables")?;
+            let auxiliary_id = r.u8("auxiliary_id")?;
+            r.skip(2, "features padding")?;
+            Body::FeaturesReply(FeaturesReply {
+                datapath_id,
+                n_buffers,
+                n_tables,
+                auxiliary_id,
+                capabilities: r.u32("capabilities")?,
+                reserved: r.u32("reserved")?,
+            })
+        }
+        t if t == MsgType10::FEATURES_REPLY.0 && v10 => {
+            Body::FeaturesReply10(decode_features10(r)?)
+        }
+        t if t == MsgType10::PORT_MOD.0 && v10 => {
+            let port_no = r.u16("port_no")?;
+            let hw_addr = r.array("hw_addr")?;
+            let config = r.u32("config")?;
+            let mask = r.u32("mask")?;
+            let advertise = r.u32("advertise")?;
+            r.skip(4, "port_mod padding")?;
+            Body::PortMod10(PortMod10 {
+                port_no,
+                hw_addr,
+                config,
+                mask,
+                advertise,
+            })
+        }
+        t if t == MsgType10::BARRIER_REQUEST.0 && v10 => Body::BarrierRequest,
+        t if t == MsgType10::BARRIER_REPLY.0 && v10 => Body::BarrierReply,
+        t if t == MsgType::BARRIER_REQUEST.0 && v15 => Body::BarrierRequest,
+        t if t == MsgType::BARRIER_REPLY.0 && v15 => Body::BarrierReply,
+        t if t == MsgType::FLOW_MOD.0 && v15 => Body::FlowMod(FlowMod::decode(r)?),
+        t if t == MsgType::BUNDLE_CONTROL.0 && v15 => {
+            Body::BundleControl(BundleControl::decode(r)?)
+        }
+        t if t == MsgType::BUNDLE_ADD_MESSAGE.0 && v15 => Body::BundleAdd(BundleAdd::decode(r)?),
+        t if t == MsgType::MULTIPART_REQUEST.0 && v15 => {
+            Body::MultipartRequest(MultipartRequest::decode(r)?)
+        }
+        t if t == MsgType::MULTIPART_REPLY.0 && v15 => {
+            Body::MultipartReply(MultipartReply::decode(r)?)
+        }
+        t if t == MsgType::PORT_STATUS.0 && v15 => {
+            let reason = r.u8("port_status reason")?;
+            r.skip(7, "port_status padding")?;
+            Body::PortStatus(PortStatus {
+                reason,
+                port: Port::decode(r)?,
+            })
+        }
+        _ => Body::Other {
+            type_,
+            body: r.bytes(r.remaining(), "message body")?.to_vec(),
+        },
+    })
+}
+
+fn decode_hello(r: &mut Reader<'_>) -> Result<Hello, WireError> {
+    let mut hello = Hello::default();
+    while !r.is_empty() {
+        let start = r.rest();
+        let type_ = HelloElemType(r.u16("hello element type")?);
+        let len = usize::from(r.u16("hello element length")?);
+        if len < 4 {
+            return Err(WireError::BadLength {
+                what: "hello element",
+                len,
+            });
+        }
+        let mut body = r.sub(len - 4, "hello element")?;
+        // The last element's padding may be missing in old implementations; accept that.
+        let padding = pad8(len).min(r.remaining());
+        r.skip(padding, "hello element padding")?;
+        if type_ == HelloElemType::VERSIONBITMAP && hello.bitmap.is_none() {
+            if body.remaining() < 4 || body.remaining() % 4 != 0 {
+                return Err(WireError::BadLength {
+                    what: "hello version bitmap",
+                    len,
+                });
+            }
+            // Word 0 covers versions 0..31; later words are for versions not yet defined.
+            hello.bitmap = Some(body.u32("version bitmap")?);
+        } else {
+            let used = len + padding;
+            hello.other_elements.extend_from_slice(&start[..used]);
+        }
+    }
+    Ok(hello)
+}
+
+fn decode_features10(r: &mut Reader<'_>) -> Result<FeaturesReply10, WireError> {
+    let datapath_id = r.u64("datapath_id")?;
+    let n_buffers = r.u32("n_buffers")?;
+    let n_tables = r.u8("n_tables")?;
+    r.skip(3, "features padding")?;
+    let capabilities = r.u32("capabilities")?;
+    let actions = r.u32("actions")?;
+    if r.remaining() % 48 != 0 {
+        return Err(WireError::BadLength {
+            what: "OF1.0 port list",
+            len: r.remaining(),
+        });
+    }
+    let mut ports = Vec::with_capacity(r.remaining() / 48);
+    while !r.is_empty() {
+        ports.push(PhyPort10 {
+            port_no: r.u16("port_no")?,
+            hw_addr: r.array("hw_addr")?,
+            name: r.array("port name")?,
+            config: r.u32("config")?,
+            state: r.u32("state")?,
+            curr: r.u32("curr")?,
+            advertised: r.u32("advertised")?,
+            supported: r.u32("supported")?,
+            peer: r.u32("peer")?,
+        });
+    }
+    Ok(FeaturesReply10 {
+        datapath_id,
+        n_buffers,
+        n_tables,
+        capabilities,
+        actions,
+        ports,
+    })
+}
+
+impl Port {
+    pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
+        let start = w.pos();
+        w.u32(self.port_no);
+        let mark = w.reserve_len_from(start);
+        w.zeros(2);
+        w.bytes(&self.hw_addr);
+        w.zeros(2);
+        w.bytes(&self.name);
+        w.u32(self.config);
+        w.u32(self.state);
+        w.bytes(&self.properties);
+        w.patch_len(mark)?;
+        Ok(())
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<Port, WireError> {
+        let port_no = r.u32("port_no")?;
+        let len = usize::from(r.u16("port length")?);
+        if len < 40 {
+            return Err(WireError::BadLength { what: "port", len });
+        }
+        let mut b = r.sub(len - 6, "port")?;
+        b.skip(2, "port padding")?;
+        let hw_addr = b.array("hw_addr")?;
+        b.skip(2, "port padding")?;
+        Ok(Port {
+            port_no,
+            hw_addr,
+            name: b.array("port name")?,
+            config: b.u32("config")?,
+            state: b.u32("state")?,
+            properties: b.rest().to_vec(),
+        })
+    }
+}
