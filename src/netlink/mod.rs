@@ -151,11 +151,10 @@ impl fmt::Display for LinkError {
                     "{what}: permission denied (errno {errno}); needs CAP_NET_ADMIN"
                 )
             }
-            LinkError::Other { what, errno } => write!(
-                f,
-                "{what}: {} (errno {errno})",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
+            // io::Error's Display is strerror plus "(os error N)".
+            LinkError::Other { what, errno } => {
+                write!(f, "{what}: {}", std::io::Error::from_raw_os_error(*errno))
+            }
             LinkError::Invalid { what, detail } => write!(f, "{what}: invalid: {detail}"),
             LinkError::Netlink { what, detail } => write!(f, "{what}: netlink: {detail}"),
             LinkError::Timeout { what } => write!(f, "{what}: timed out"),
