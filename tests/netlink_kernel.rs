@@ -11,6 +11,8 @@
 //! `tentative` for ~2 s after a link comes back up; one address also carries `nodad` to
 //! show that flag is carried across.
 
+// Only the namespace half of the harness is used here.
+#[allow(unused_imports)]
 mod common;
 
 use std::net::IpAddr;
@@ -24,7 +26,7 @@ use tether::netlink::{
 };
 
 fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
+    s.parse().expect("test IP literal")
 }
 
 /// DAD off for links created after this (see the module doc).
@@ -47,10 +49,11 @@ fn json(s: &str) -> Value {
 fn addr_snapshot(ns: &Netns, dev: &str) -> (Value, Vec<u64>) {
     let mut v = json(&ns.ip(&["-j", "addr", "show", "dev", dev]));
     let mut finite = Vec::new();
-    for link in v.as_array_mut().unwrap() {
-        for a in link["addr_info"].as_array_mut().unwrap() {
+    for link in v.as_array_mut().expect("ip -j addr: an array of links") {
+        let infos = link["addr_info"].as_array_mut().expect("addr_info array");
+        for a in infos {
             for key in ["valid_life_time", "preferred_life_time"] {
-                let n = a[key].as_u64().unwrap();
+                let n = a[key].as_u64().expect("numeric lifetime");
                 if n != u64::from(u32::MAX) {
                     finite.push(n);
                     a[key] = Value::from("finite");
