@@ -1,0 +1,322 @@
+//! [`FakeLinks`]: an in-memory [`Links`] that behaves like the kernel where callers depend
+//! on it, records every change, and fails on request.
+//!
+//! Kernel behaviour modelled (checked against Linux 6.18 by `tests/netlink_kernel.rs`):
+//! names and altnames share one namespace (`EEXIST`), lookup by name also finds altnames,
+//! setting a link down drops its IPv6 addresses and every route through it, IPv6 addresses
+//! are listed newest first, a second route with the same table, destination, TOS and metric
+//! is `EEXIST`, deleting something absent is `EADDRNOTAVAIL` / `ESRCH`, a missing link is
+//! `ENODEV`. Not modelled: connected (kernel) routes, DAD, lifetimes running down.
+//! Optionally it plays udev and keeps the old name as an altname after a rename.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::errno::{EADDRNOTAVAIL, EEXIST, ENODEV, ESRCH};
+use super::types::{Addr, Link, LinkFlags, Route};
+use super::{LinkError, Links};
+
+/// One recorded call that changes state (reads are not recorded), or a pause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    SetUp(u32),
+    SetDown(u32),
+    SetMtu(u32, u32),
+    SetName(u32, String),
+    DelAltname(u32, String),
+    AddAddr(Addr),
+    DelAddr(Addr),
+    AddRoute(Route),
+    DelRoute(Route),
+    Pause(Duration),
+}
+
+#[derive(Default)]
+struct State {
+    links: Vec<Link>,
+    addrs: Vec<Addr>,
+    routes: Vec<Route>,
+    calls: Vec<Call>,
+    /// Changing calls seen so far (pauses excluded); indexes `failures`.
+    changes: usize,
+    failures: Vec<(usize, LinkError)>,
+    udev_altnames: bool,
+}
+
+/// See the module doc. Cheap to create; all methods take `&self`.
+#[derive(Default)]
+pub struct FakeLinks {
+    state: Mutex<State>,
+}
+
+impl FakeLinks {
+    pub fn new() -> FakeLinks {
+        FakeLinks::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock has failed already; keep the state.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Create a link (not recorded); returns its index (1, 2, … in creation order).
+    pub fn add_link(&self, name: &str, mac: [u8; 6], mtu: u32, up: bool) -> u32 {
+        let mut s = self.lock();
+        let index = s.links.iter().map(|l| l.index).max().unwrap_or(0) + 1;
+        s.links.push(Link {
+            index,
+            name: name.to_string(),
+            mac: Some(mac),
+            mtu,
+            flags: if up { LinkFlags::UP } else { LinkFlags(0) },
+            kind: Some("veth".into()),
+            altnames: Vec::new(),
+        });
+        index
+    }
+
+    /// Remove a link and everything on it (not recorded), like OVS deleting a port.
+    pub fn remove_link(&self, index: u32) {
+        let mut s = self.lock();
+        s.links.retain(|l| l.index != index);
+        s.addrs.retain(|a| a.ifindex != index);
+        s.routes.retain(|r| r.oif != index);
+    }
+
+    /// Give a link an altname directly (not recorded).
+    pub fn add_altname(&self, index: u32, altname: &str) {
+        let mut s = self.lock();
+        if let Some(l) = s.links.iter_mut().find(|l| l.index == index) {
+            l.altnames.push(altname.to_string());
+        }
+    }
+
+    /// After every successful rename, keep the old name as an altname (what udev does on
+    /// some distributions; Antrea #6301).
+    pub fn set_udev_altnames(&self, on: bool) {
+        self.lock().udev_altnames = on;
+    }
+
+    /// The `n`-th changing call from now on (0-based, pauses not counted) fails with
+    /// `error` and changes nothing.
+    pub fn fail_call(&self, n: usize, error: LinkError) {
+        let mut s = self.lock();
+        let at = s.changes + n;
+        s.failures.push((at, error));
+    }
+
+    /// Every changing call and pause so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// Forget the recorded calls (and restart the count `fail_call` uses).
+    pub fn clear_calls(&self) {
+        let mut s = self.lock();
+        s.calls.clear();
+        s.changes = 0;
+        s.failures.clear();
+    }
+
+    /// All links, addresses and routes, for comparing states.
+    pub fn snapshot(&self) -> (Vec<Link>, Vec<Addr>, Vec<Route>) {
+        let s = self.lock();
+        (s.links.clone(), s.addrs.clone(), s.routes.clone())
+    }
+
+    /// Record `call`; Err if a failure was injected for it.
+    fn change(&self, call: Call) -> Result<MutexGuard<'_, State>, LinkError> {
+        let mut s = self.lock();
+        s.calls.push(call);
+        let n = s.changes;
+        s.changes += 1;
+        if let Some(pos) = s.failures.iter().position(|(at, _)| *at == n) {
+            let (_, e) = s.failures.remove(pos);
+            return Err(e);
+        }
+        Ok(s)
+    }
+}
+
+fn no_dev(index: u32) -> LinkError {
+    LinkError::from_errno(ENODEV, format!("link index {index}"))
+}
+
+fn link_mut(s: &mut State, index: u32) -> Result<&mut Link, LinkError> {
+    s.links
+        .iter_mut()
+        .find(|l| l.index == index)
+        .ok_or_else(|| no_dev(index))
+}
+
+/// The kernel's `EEXIST` key for a route (`fib_table_insert`, `fib6_add_rt2node`).
+fn same_route_key(a: &Route, b: &Route) -> bool {
+    a.table == b.table && a.dst == b.dst && a.tos == b.tos && a.metric == b.metric
+}
+
+impl Links for FakeLinks {
+    fn links(&self) -> Result<Vec<Link>, LinkError> {
+        Ok(self.lock().links.clone())
+    }
+
+    fn link_by_name(&self, name: &str) -> Result<Link, LinkError> {
+        self.lock()
+            .links
+            .iter()
+            .find(|l| l.name == name || l.altnames.iter().any(|a| a == name))
+            .cloned()
+            .ok_or_else(|| LinkError::from_errno(ENODEV, format!("link {name}")))
+    }
+
+    fn link_by_index(&self, ifindex: u32) -> Result<Link, LinkError> {
+        self.lock()
+            .links
+            .iter()
+            .find(|l| l.index == ifindex)
+            .cloned()
+            .ok_or_else(|| no_dev(ifindex))
+    }
+
+    fn set_up(&self, ifindex: u32) -> Result<(), LinkError> {
+        let mut s = self.change(Call::SetUp(ifindex))?;
+        let l = link_mut(&mut s, ifindex)?;
+        l.flags = LinkFlags(l.flags.0 | LinkFlags::UP.0);
+        Ok(())
+    }
+
+    fn set_down(&self, ifindex: u32) -> Result<(), LinkError> {
+        let mut s = self.change(Call::SetDown(ifindex))?;
+        let l = link_mut(&mut s, ifindex)?;
+        l.flags = LinkFlags(l.flags.0 & !LinkFlags::UP.0);
+        s.addrs.retain(|a| !(a.ifindex == ifindex && a.is_ipv6()));
+        s.routes.retain(|r| r.oif != ifindex);
+        Ok(())
+    }
+
+    fn set_mtu(&self, ifindex: u32, mtu: u32) -> Result<(), LinkError> {
+        let mut s = self.change(Call::SetMtu(ifindex, mtu))?;
+        link_mut(&mut s, ifindex)?.mtu = mtu;
+        Ok(())
+    }
+
+    fn set_name(&self, ifindex: u32, name: &str) -> Result<(), LinkError> {
+        let mut s = self.change(Call::SetName(ifindex, name.to_string()))?;
+        let taken = s.links.iter().any(|l| {
+            l.index != ifindex && (l.name == name || l.altnames.iter().any(|a| a == name))
+        });
+        if taken {
+            return Err(LinkError::from_errno(
+                EEXIST,
+                format!("rename link index {ifindex} to {name}"),
+            ));
+        }
+        let udev = s.udev_altnames;
+        let l = link_mut(&mut s, ifindex)?;
+        let old = std::mem::replace(&mut l.name, name.to_string());
+        if udev && old != name {
+            l.altnames.push(old);
+        }
+        Ok(())
+    }
+
+    fn del_altname(&self, ifindex: u32, altname: &str) -> Result<(), LinkError> {
+        let mut s = self.change(Call::DelAltname(ifindex, altname.to_string()))?;
+        let l = link_mut(&mut s, ifindex)?;
+        let before = l.altnames.len();
+        l.altnames.retain(|a| a != altname);
+        if l.altnames.len() == before {
+            return Err(LinkError::from_errno(
+                ENODEV,
+                format!("altname {altname} of link index {ifindex}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn addrs(&self, ifindex: Option<u32>) -> Result<Vec<Addr>, LinkError> {
+        let s = self.lock();
+        let v4 = s.addrs.iter().filter(|a| !a.is_ipv6());
+        let v6 = s.addrs.iter().filter(|a| a.is_ipv6());
+        Ok(v4
+            .chain(v6)
+            .filter(|a| ifindex.is_none_or(|i| a.ifindex == i))
+            .cloned()
+            .collect())
+    }
+
+    fn add_addr(&self, addr: &Addr) -> Result<(), LinkError> {
+        let mut s = self.change(Call::AddAddr(addr.clone()))?;
+        link_mut(&mut s, addr.ifindex)?;
+        let exists = s.addrs.iter().any(|a| {
+            a.ifindex == addr.ifindex && a.local == addr.local && a.prefix_len == addr.prefix_len
+        });
+        if exists {
+            return Err(LinkError::from_errno(EEXIST, format!("address {addr}")));
+        }
+        if addr.is_ipv6() {
+            // Newest first within a scope (ipv6_link_dev_addr in net/ipv6/addrconf.c).
+            let at = s
+                .addrs
+                .iter()
+                .position(|a| a.ifindex == addr.ifindex && a.is_ipv6() && a.scope >= addr.scope)
+                .unwrap_or(s.addrs.len());
+            s.addrs.insert(at, addr.clone());
+        } else {
+            s.addrs.push(addr.clone());
+        }
+        Ok(())
+    }
+
+    fn del_addr(&self, addr: &Addr) -> Result<(), LinkError> {
+        let mut s = self.change(Call::DelAddr(addr.clone()))?;
+        link_mut(&mut s, addr.ifindex)?;
+        let pos = s.addrs.iter().position(|a| {
+            a.ifindex == addr.ifindex && a.local == addr.local && a.prefix_len == addr.prefix_len
+        });
+        match pos {
+            Some(p) => {
+                s.addrs.remove(p);
+                Ok(())
+            }
+            None => Err(LinkError::from_errno(
+                EADDRNOTAVAIL,
+                format!("address {addr}"),
+            )),
+        }
+    }
+
+    fn routes(&self, ifindex: u32) -> Result<Vec<Route>, LinkError> {
+        let s = self.lock();
+        let v4 = s.routes.iter().filter(|r| !r.is_ipv6());
+        let v6 = s.routes.iter().filter(|r| r.is_ipv6());
+        Ok(v4.chain(v6).filter(|r| r.oif == ifindex).cloned().collect())
+    }
+
+    fn add_route(&self, route: &Route) -> Result<(), LinkError> {
+        let mut s = self.change(Call::AddRoute(route.clone()))?;
+        link_mut(&mut s, route.oif)?;
+        if s.routes.iter().any(|r| same_route_key(r, route)) {
+            return Err(LinkError::from_errno(EEXIST, format!("route {route}")));
+        }
+        s.routes.push(route.clone());
+        Ok(())
+    }
+
+    fn del_route(&self, route: &Route) -> Result<(), LinkError> {
+        let mut s = self.change(Call::DelRoute(route.clone()))?;
+        let pos = s.routes.iter().position(|r| {
+            same_route_key(r, route) && r.oif == route.oif && r.gateway == route.gateway
+        });
+        match pos {
+            Some(p) => {
+                s.routes.remove(p);
+                Ok(())
+            }
+            None => Err(LinkError::from_errno(ESRCH, format!("route {route}"))),
+        }
+    }
+
+    fn pause(&self, d: Duration) {
+        self.lock().calls.push(Call::Pause(d));
+    }
+}

@@ -1,0 +1,380 @@
+//! Moving a NIC's configuration (MTU, addresses, routes) to another link, and back.
+//!
+//! Three parts, so the interesting one is pure:
+//! 1. [`capture`] reads a link's configuration through [`Links`]. Call it BEFORE the link
+//!    goes down: a link going down loses its IPv6 addresses and every non-kernel route.
+//! 2. [`plan_move`] turns a captured [`NicConfig`] into an ordered [`Plan`] of [`Step`]s,
+//!    without touching anything (table-tested).
+//! 3. [`apply`] runs a plan; on the first failure it undoes, newest first, every step that
+//!    changed something and reports the failure together with every undo error.
+//!    [`apply_best_effort`] runs every step whatever fails and reports all errors: the
+//!    restore path, where undoing would take the NIC's addresses away again.
+//!
+//! Order of a move, and why:
+//! 1. target MTU, then target up (IPv6 addresses cannot be added to a down link's idev
+//!    reliably, and routes through a down link are refused);
+//! 2. from the source link, if it still exists: its routes (gateway routes first), then its
+//!    addresses (IPv4 secondaries before their primary: deleting a primary deletes its
+//!    secondaries). This must come before the adds because IPv4 and IPv6 refuse a second
+//!    route with the same destination, table, TOS and metric through another link
+//!    (`EEXIST` with `NLM_F_EXCL`), and because the uplink must not keep answering for
+//!    the host's addresses;
+//! 3. to the target: addresses first (so connected routes exist), IPv4 in captured order,
+//!    IPv6 in reverse (the kernel lists IPv6 addresses newest first, so this re-creates the
+//!    same order), then routes, on-link ones before those with a gateway.
+//!
+//! "Already there" is success for an add and "not there" is success for a delete; such
+//! steps changed nothing and are not undone. The inverse of a plan ([`Plan::inverse`]) is
+//! every step inverted, in reverse order: an exact undo while both links exist.
+
+use std::fmt;
+
+use super::types::{Addr, Link, Route, is_link_local};
+use super::{IFNAME_MAX, LinkError, Links};
+
+/// What [`capture`] reads from a NIC: enough to re-create its layer-3 configuration
+/// elsewhere. Link-local addresses and fe80::/10 routes are left out: every link makes its
+/// own (reference antrea.md §4.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicConfig {
+    pub ifindex: u32,
+    pub name: String,
+    pub mac: Option<[u8; 6]>,
+    pub mtu: u32,
+    /// Kernel order (see [`Links::addrs`]).
+    pub addrs: Vec<Addr>,
+    /// Main-table routes through the link, kernel order.
+    pub routes: Vec<Route>,
+}
+
+/// Read the configuration of link `ifindex` (see [`NicConfig`] for what is kept).
+pub fn capture(links: &dyn Links, ifindex: u32) -> Result<NicConfig, LinkError> {
+    let link = links.link_by_index(ifindex)?;
+    let addrs = links
+        .addrs(Some(ifindex))?
+        .into_iter()
+        .filter(|a| !is_link_local(a.local))
+        .collect();
+    let routes = links
+        .routes(ifindex)?
+        .into_iter()
+        .filter(|r| !(r.is_ipv6() && r.dst.len >= 10 && is_link_local(r.dst.addr)))
+        .collect();
+    Ok(NicConfig {
+        ifindex,
+        name: link.name,
+        mac: link.mac,
+        mtu: link.mtu,
+        addrs,
+        routes,
+    })
+}
+
+/// One change to one link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    SetMtu { mtu: u32, was: u32 },
+    SetUp,
+    SetDown,
+    AddAddr(Addr),
+    DelAddr(Addr),
+    AddRoute(Route),
+    DelRoute(Route),
+}
+
+/// An [`Action`] on the link with index `ifindex`, called `link` when the plan was made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub ifindex: u32,
+    pub link: String,
+    pub action: Action,
+}
+
+/// Whether a step changed the system (and so must be undone on rollback).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Changed,
+    Unchanged,
+}
+
+impl Step {
+    fn new(link: &Link, action: Action) -> Step {
+        Step {
+            ifindex: link.index,
+            link: link.name.clone(),
+            action,
+        }
+    }
+
+    /// The step that undoes this one.
+    pub fn inverse(&self) -> Step {
+        let action = match &self.action {
+            Action::SetMtu { mtu, was } => Action::SetMtu {
+                mtu: *was,
+                was: *mtu,
+            },
+            Action::SetUp => Action::SetDown,
+            Action::SetDown => Action::SetUp,
+            Action::AddAddr(a) => Action::DelAddr(a.clone()),
+            Action::DelAddr(a) => Action::AddAddr(a.clone()),
+            Action::AddRoute(r) => Action::DelRoute(r.clone()),
+            Action::DelRoute(r) => Action::AddRoute(r.clone()),
+        };
+        Step {
+            ifindex: self.ifindex,
+            link: self.link.clone(),
+            action,
+        }
+    }
+
+    fn run(&self, links: &dyn Links) -> Result<Outcome, LinkError> {
+        let tolerate = |r: Result<(), LinkError>, ok_if: fn(&LinkError) -> bool| match r {
+            Ok(()) => Ok(Outcome::Changed),
+            Err(e) if ok_if(&e) => Ok(Outcome::Unchanged),
+            Err(e) => Err(e),
+        };
+        let i = self.ifindex;
+        match &self.action {
+            Action::SetMtu { mtu, .. } => links.set_mtu(i, *mtu).map(|()| Outcome::Changed),
+            Action::SetUp => links.set_up(i).map(|()| Outcome::Changed),
+            Action::SetDown => links.set_down(i).map(|()| Outcome::Changed),
+            Action::AddAddr(a) => tolerate(links.add_addr(a), LinkError::is_exists),
+            Action::DelAddr(a) => tolerate(links.del_addr(a), LinkError::is_not_found),
+            Action::AddRoute(r) => tolerate(links.add_route(r), LinkError::is_exists),
+            Action::DelRoute(r) => tolerate(links.del_route(r), LinkError::is_not_found),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = &self.link;
+        match &self.action {
+            Action::SetMtu { mtu, was } => write!(f, "set mtu {mtu} on {l} (was {was})"),
+            Action::SetUp => write!(f, "set {l} up"),
+            Action::SetDown => write!(f, "set {l} down"),
+            Action::AddAddr(a) => write!(f, "add address {a} to {l}"),
+            Action::DelAddr(a) => write!(f, "delete address {a} from {l}"),
+            Action::AddRoute(r) => write!(f, "add route {r} to {l}"),
+            Action::DelRoute(r) => write!(f, "delete route {r} from {l}"),
+        }
+    }
+}
+
+/// An ordered list of steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+}
+
+impl Plan {
+    /// Every step inverted, last first.
+    pub fn inverse(&self) -> Plan {
+        Plan {
+            steps: self.steps.iter().rev().map(Step::inverse).collect(),
+        }
+    }
+}
+
+/// Plan moving `cfg` (captured from some link) onto `to`, deleting it from `from` first
+/// when that link still exists. `to` is the target's current state: only an MTU that
+/// differs and a link that is down produce steps. The same function restores: capture the
+/// target, then plan from it back to the NIC.
+pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> Plan {
+    let mut steps = Vec::new();
+    if to.mtu != cfg.mtu {
+        steps.push(Step::new(
+            to,
+            Action::SetMtu {
+                mtu: cfg.mtu,
+                was: to.mtu,
+            },
+        ));
+    }
+    if !to.is_up() {
+        steps.push(Step::new(to, Action::SetUp));
+    }
+    let addrs = addr_order(&cfg.addrs);
+    let routes = route_order(&cfg.routes);
+    if let Some(from) = from {
+        for r in routes.iter().rev() {
+            steps.push(Step::new(from, Action::DelRoute(route_on(r, from))));
+        }
+        for a in addrs.iter().rev() {
+            steps.push(Step::new(
+                from,
+                Action::DelAddr(addr_on(a, &cfg.name, from)),
+            ));
+        }
+    }
+    for a in &addrs {
+        steps.push(Step::new(to, Action::AddAddr(addr_on(a, &cfg.name, to))));
+    }
+    for r in &routes {
+        steps.push(Step::new(to, Action::AddRoute(route_on(r, to))));
+    }
+    Plan { steps }
+}
+
+/// IPv4 in captured order, then IPv6 reversed (module doc, step 3).
+fn addr_order(addrs: &[Addr]) -> Vec<&Addr> {
+    let v4 = addrs.iter().filter(|a| !a.is_ipv6());
+    let v6 = addrs.iter().rev().filter(|a| a.is_ipv6());
+    v4.chain(v6).collect()
+}
+
+/// On-link routes, then routes through a gateway, each group in captured order.
+fn route_order(routes: &[Route]) -> Vec<&Route> {
+    let direct = routes.iter().filter(|r| r.gateway.is_none());
+    let via = routes.iter().filter(|r| r.gateway.is_some());
+    direct.chain(via).collect()
+}
+
+/// `a` as it should be on `link`: its index, and an IPv4 label re-based from the old link
+/// name to the new one (`eth1:web` → `<new>:web`). A label the kernel would refuse as too
+/// long falls back to the link's name.
+fn addr_on(a: &Addr, old_name: &str, link: &Link) -> Addr {
+    let mut a = a.clone();
+    a.ifindex = link.index;
+    if let Some(label) = &a.label {
+        if let Some(suffix) = label.strip_prefix(old_name) {
+            let relabelled = format!("{}{suffix}", link.name);
+            a.label = Some(if relabelled.len() <= IFNAME_MAX {
+                relabelled
+            } else {
+                link.name.clone()
+            });
+        }
+    }
+    a
+}
+
+fn route_on(r: &Route, link: &Link) -> Route {
+    let mut r = r.clone();
+    r.oif = link.index;
+    r
+}
+
+/// A step that failed and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepError {
+    pub step: Step,
+    pub error: LinkError,
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.step, self.error)
+    }
+}
+
+/// What a successful [`apply`] changed, in order; [`Applied::undo`] reverts exactly that.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub changed: Vec<Step>,
+}
+
+impl Applied {
+    /// Undo every changed step, newest first, trying all of them; Err lists every failure.
+    pub fn undo(&self, links: &dyn Links) -> Result<(), Vec<StepError>> {
+        let errors = undo(links, &self.changed);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// [`apply`] failed at step `index`; the steps it had changed were undone, except those
+/// in `rollback_errors`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyError {
+    pub index: usize,
+    pub failed: Box<StepError>,
+    /// How many changed steps rollback undid successfully.
+    pub undone: usize,
+    pub rollback_errors: Vec<StepError>,
+}
+
+impl fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "step {} ({}) failed; rolled back {} step(s)",
+            self.index, self.failed, self.undone
+        )?;
+        for e in &self.rollback_errors {
+            write!(f, "; rollback: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApplyError {}
+
+/// Run `plan` all-or-nothing (see the module doc).
+pub fn apply(links: &dyn Links, plan: &Plan) -> Result<Applied, ApplyError> {
+    let mut changed = Vec::new();
+    for (index, step) in plan.steps.iter().enumerate() {
+        match step.run(links) {
+            Ok(Outcome::Changed) => changed.push(step.clone()),
+            Ok(Outcome::Unchanged) => {}
+            Err(error) => {
+                log::warn!(
+                    "netlink plan failed step={index} op=\"{step}\" err={error}; rolling back"
+                );
+                let rollback_errors = undo(links, &changed);
+                return Err(ApplyError {
+                    index,
+                    failed: Box::new(StepError {
+                        step: step.clone(),
+                        error,
+                    }),
+                    undone: changed.len() - rollback_errors.len(),
+                    rollback_errors,
+                });
+            }
+        }
+    }
+    Ok(Applied { changed })
+}
+
+/// Run every step of `plan` whatever fails; Err lists every failed step.
+pub fn apply_best_effort(links: &dyn Links, plan: &Plan) -> Result<Applied, Vec<StepError>> {
+    let mut changed = Vec::new();
+    let mut errors = Vec::new();
+    for step in &plan.steps {
+        match step.run(links) {
+            Ok(Outcome::Changed) => changed.push(step.clone()),
+            Ok(Outcome::Unchanged) => {}
+            Err(error) => {
+                log::warn!("netlink step failed op=\"{step}\" err={error}");
+                errors.push(StepError {
+                    step: step.clone(),
+                    error,
+                });
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(Applied { changed })
+    } else {
+        Err(errors)
+    }
+}
+
+fn undo(links: &dyn Links, changed: &[Step]) -> Vec<StepError> {
+    let mut errors = Vec::new();
+    for step in changed.iter().rev() {
+        let inverse = step.inverse();
+        if let Err(error) = inverse.run(links) {
+            log::warn!("netlink rollback failed op=\"{inverse}\" err={error}");
+            errors.push(StepError {
+                step: inverse,
+                error,
+            });
+        }
+    }
+    errors
+}

@@ -1,0 +1,426 @@
+//! The real [`Links`] backend: one rtnetlink socket driven through neli's synchronous router.
+//! This is the only file in the crate that imports neli; message bodies are built and read by
+//! number in `wire.rs`.
+//!
+//! Every request that changes something carries `NLM_F_ACK` and succeeds only when the ACK
+//! arrives; a kernel error (an `NLMSG_ERROR` with a negative errno) becomes a [`LinkError`]
+//! naming what the request was about. Dumps end with `NLMSG_DONE` (the kernel never ACKs a
+//! dump). Strict checking is on, so the kernel rejects attributes it would otherwise ignore
+//! (Linux ≥ 4.20).
+//!
+//! Threads: `NlRouter::connect` starts one unnamed background thread (neli's epoll loop; we
+//! cannot name it) that lives as long as the [`Rtnl`]. Requests from several threads are
+//! matched to replies by sequence number, so one `Rtnl` may be shared.
+
+use std::fmt::Debug;
+
+use neli::consts::nl::NlmF;
+use neli::consts::rtnl::{
+    Ifa, IfaF, Iff, Ifla, RtAddrFamily, RtScope, RtTable, Rta, RtaType, Rtm, RtmF, Rtn, Rtprot,
+};
+use neli::consts::socket::NlFamily;
+use neli::err::RouterError;
+use neli::nl::NlPayload;
+use neli::router::synchronous::{NlRouter, NlRouterReceiverHandle};
+use neli::rtnl::{
+    Ifaddrmsg, IfaddrmsgBuilder, Ifinfomsg, IfinfomsgBuilder, RtattrBuilder, Rtmsg, RtmsgBuilder,
+};
+use neli::types::{Buffer, RtBuffer};
+use neli::utils::Groups;
+use neli::{FromBytesWithInput, Size, ToBytes};
+
+use super::types::{Addr, Link, LinkFlags, Route, TABLE_MAIN};
+use super::wire::{self, AddrHdr, Attr, LinkHdr, RouteHdr};
+use super::{LinkError, Links, valid_ifname};
+
+/// `RTM_DELLINKPROP` (`linux/rtnetlink.h`, Linux ≥ 5.5): not among neli's `Rtm` variants.
+const RTM_DELLINKPROP: u16 = 109;
+/// `NLA_F_NESTED | NLA_F_NET_BYTEORDER`: flag bits of an attribute type.
+const NLA_FLAGS: u16 = 0xc000;
+
+/// rtnetlink for the network namespace the process is in.
+pub struct Rtnl {
+    router: NlRouter,
+}
+
+impl Rtnl {
+    /// Open the socket (and neli's receive thread). Needs no privilege; changing anything
+    /// needs CAP_NET_ADMIN.
+    pub fn connect() -> Result<Rtnl, LinkError> {
+        let what = "open rtnetlink socket";
+        let (router, _multicast) = NlRouter::connect(NlFamily::Route, None, Groups::empty())
+            .map_err(|e| LinkError::Netlink {
+                what: what.into(),
+                detail: e.to_string(),
+            })?;
+        router
+            .enable_strict_checking(true)
+            .map_err(|e| LinkError::Netlink {
+                what: "enable NETLINK_GET_STRICT_CHK".into(),
+                detail: e.to_string(),
+            })?;
+        Ok(Rtnl { router })
+    }
+
+    /// Send one request and read every reply. `decode` turns each reply body into a value
+    /// (or skips it). Non-dump requests must end with an ACK.
+    fn exchange<P, T>(
+        &self,
+        what: &str,
+        ty: u16,
+        flags: NlmF,
+        body: P,
+        mut decode: impl FnMut(&P) -> Result<Option<T>, String>,
+    ) -> Result<Vec<T>, LinkError>
+    where
+        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug,
+    {
+        let dump = flags.contains(NlmF::DUMP);
+        let recv: NlRouterReceiverHandle<Rtm, P> = self
+            .router
+            .send(Rtm::from(ty), flags, NlPayload::Payload(body))
+            .map_err(|e| router_error(what, e))?;
+        let mut out = Vec::new();
+        let mut acked = false;
+        for msg in recv {
+            let msg = msg.map_err(|e| router_error(what, e))?;
+            match msg.nl_payload() {
+                NlPayload::Ack(_) => acked = true,
+                NlPayload::Payload(p) => {
+                    if let Some(v) = decode(p).map_err(|detail| LinkError::Netlink {
+                        what: what.into(),
+                        detail,
+                    })? {
+                        out.push(v);
+                    }
+                }
+                NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
+                NlPayload::DumpExtAck(_) | NlPayload::Empty => {}
+            }
+        }
+        if !dump && !acked {
+            return Err(LinkError::Netlink {
+                what: what.into(),
+                detail: "the kernel sent no ACK".into(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// A request whose only reply is the ACK.
+    fn ack<P>(&self, what: &str, ty: u16, flags: NlmF, body: P) -> Result<(), LinkError>
+    where
+        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug,
+    {
+        self.exchange(what, ty, flags | NlmF::ACK, body, |_| Ok(None::<()>))
+            .map(drop)
+    }
+
+    fn get_link(&self, what: &str, index: u32, attrs: Vec<Attr>) -> Result<Link, LinkError> {
+        let body = link_msg(
+            what,
+            LinkHdr {
+                index,
+                ..LinkHdr::default()
+            },
+            attrs,
+        )?;
+        let mut links =
+            self.exchange(what, u16::from(Rtm::Getlink), NlmF::ACK, body, decode_link)?;
+        match (links.pop(), links.is_empty()) {
+            (Some(link), true) => Ok(link),
+            _ => Err(LinkError::Netlink {
+                what: what.into(),
+                detail: "expected exactly one RTM_NEWLINK reply".into(),
+            }),
+        }
+    }
+
+    fn set_link(&self, what: &str, hdr: LinkHdr, attrs: Vec<Attr>) -> Result<(), LinkError> {
+        let body = link_msg(what, hdr, attrs)?;
+        self.ack(what, u16::from(Rtm::Setlink), NlmF::empty(), body)
+    }
+}
+
+impl Links for Rtnl {
+    fn links(&self) -> Result<Vec<Link>, LinkError> {
+        let what = "list links";
+        let body = link_msg(what, LinkHdr::default(), Vec::new())?;
+        self.exchange(what, u16::from(Rtm::Getlink), NlmF::DUMP, body, decode_link)
+    }
+
+    fn link_by_name(&self, name: &str) -> Result<Link, LinkError> {
+        let what = format!("link {name}");
+        if !valid_ifname(name) {
+            return Err(LinkError::Invalid {
+                what,
+                detail: "not a valid interface name".into(),
+            });
+        }
+        self.get_link(&what, 0, vec![wire::str_attr(wire::ifla::IFNAME, name)])
+    }
+
+    fn link_by_index(&self, ifindex: u32) -> Result<Link, LinkError> {
+        self.get_link(&format!("link index {ifindex}"), ifindex, Vec::new())
+    }
+
+    fn set_up(&self, ifindex: u32) -> Result<(), LinkError> {
+        let hdr = LinkHdr {
+            index: ifindex,
+            flags: LinkFlags::UP.0,
+            change: LinkFlags::UP.0,
+        };
+        self.set_link(&format!("set link index {ifindex} up"), hdr, Vec::new())
+    }
+
+    fn set_down(&self, ifindex: u32) -> Result<(), LinkError> {
+        let hdr = LinkHdr {
+            index: ifindex,
+            flags: 0,
+            change: LinkFlags::UP.0,
+        };
+        self.set_link(&format!("set link index {ifindex} down"), hdr, Vec::new())
+    }
+
+    fn set_mtu(&self, ifindex: u32, mtu: u32) -> Result<(), LinkError> {
+        let hdr = LinkHdr {
+            index: ifindex,
+            ..LinkHdr::default()
+        };
+        let attrs = vec![(wire::ifla::MTU, mtu.to_ne_bytes().to_vec())];
+        self.set_link(
+            &format!("set mtu {mtu} on link index {ifindex}"),
+            hdr,
+            attrs,
+        )
+    }
+
+    fn set_name(&self, ifindex: u32, name: &str) -> Result<(), LinkError> {
+        let what = format!("rename link index {ifindex} to {name}");
+        if !valid_ifname(name) {
+            return Err(LinkError::Invalid {
+                what,
+                detail: "not a valid interface name".into(),
+            });
+        }
+        let hdr = LinkHdr {
+            index: ifindex,
+            ..LinkHdr::default()
+        };
+        let attrs = vec![wire::str_attr(wire::ifla::IFNAME, name)];
+        self.set_link(&what, hdr, attrs)
+    }
+
+    fn del_altname(&self, ifindex: u32, altname: &str) -> Result<(), LinkError> {
+        let what = format!("remove altname {altname} of link index {ifindex}");
+        let nest = wire::encode_nested(&[wire::str_attr(wire::ifla::ALT_IFNAME, altname)])
+            .map_err(|detail| LinkError::Invalid {
+                what: what.clone(),
+                detail,
+            })?;
+        let hdr = LinkHdr {
+            index: ifindex,
+            ..LinkHdr::default()
+        };
+        let attrs = vec![(wire::ifla::PROP_LIST | wire::NLA_F_NESTED, nest)];
+        let body = link_msg(&what, hdr, attrs)?;
+        self.ack(&what, RTM_DELLINKPROP, NlmF::empty(), body)
+    }
+
+    fn addrs(&self, ifindex: Option<u32>) -> Result<Vec<Addr>, LinkError> {
+        let what = match ifindex {
+            Some(i) => format!("list addresses of link index {i}"),
+            None => "list addresses".to_string(),
+        };
+        // With strict checking the kernel filters on ifa_index itself; filter here as well
+        // so the result does not depend on that.
+        let hdr = AddrHdr {
+            index: ifindex.unwrap_or(0),
+            ..AddrHdr::default()
+        };
+        let body = addr_msg(&what, hdr, Vec::new())?;
+        self.exchange(&what, u16::from(Rtm::Getaddr), NlmF::DUMP, body, |m| {
+            let a = decode_addr(m)?;
+            Ok(a.filter(|a| ifindex.is_none_or(|i| a.ifindex == i)))
+        })
+    }
+
+    fn add_addr(&self, addr: &Addr) -> Result<(), LinkError> {
+        let what = format!("add address {addr} to link index {}", addr.ifindex);
+        let (hdr, attrs) = wire::encode_addr(addr, false);
+        let body = addr_msg(&what, hdr, attrs)?;
+        let flags = NlmF::CREATE | NlmF::EXCL;
+        self.ack(&what, u16::from(Rtm::Newaddr), flags, body)
+    }
+
+    fn del_addr(&self, addr: &Addr) -> Result<(), LinkError> {
+        let what = format!("delete address {addr} from link index {}", addr.ifindex);
+        let (hdr, attrs) = wire::encode_addr(addr, true);
+        let body = addr_msg(&what, hdr, attrs)?;
+        self.ack(&what, u16::from(Rtm::Deladdr), NlmF::empty(), body)
+    }
+
+    fn routes(&self, ifindex: u32) -> Result<Vec<Route>, LinkError> {
+        let what = format!("list routes of link index {ifindex}");
+        let mut out = Vec::new();
+        // One dump per family: AF_UNSPEC would also dump multicast (ipmr) tables.
+        for family in [wire::AF_INET, wire::AF_INET6] {
+            let hdr = RouteHdr {
+                family,
+                ..RouteHdr::default()
+            };
+            let body = route_msg(&what, hdr, Vec::new())?;
+            out.extend(
+                self.exchange(&what, u16::from(Rtm::Getroute), NlmF::DUMP, body, |m| {
+                    let r = decode_route(m)?;
+                    Ok(r.filter(|r| r.oif == ifindex && r.table == TABLE_MAIN))
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn add_route(&self, route: &Route) -> Result<(), LinkError> {
+        let what = format!("add route {route}");
+        let (hdr, attrs) = wire::encode_route(route);
+        let body = route_msg(&what, hdr, attrs)?;
+        let flags = NlmF::CREATE | NlmF::EXCL;
+        self.ack(&what, u16::from(Rtm::Newroute), flags, body)
+    }
+
+    fn del_route(&self, route: &Route) -> Result<(), LinkError> {
+        let what = format!("delete route {route}");
+        let (hdr, attrs) = wire::encode_route(route);
+        let body = route_msg(&what, hdr, attrs)?;
+        self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body)
+    }
+}
+
+fn router_error<P: Debug>(what: &str, e: RouterError<Rtm, P>) -> LinkError {
+    match e {
+        RouterError::Nlmsgerr(m) => LinkError::from_errno(-*m.error(), what),
+        other => LinkError::Netlink {
+            what: what.into(),
+            detail: other.to_string(),
+        },
+    }
+}
+
+fn build_error(what: &str, e: impl std::fmt::Display) -> LinkError {
+    LinkError::Netlink {
+        what: what.into(),
+        detail: format!("cannot build request: {e}"),
+    }
+}
+
+fn rt_buffer<T>(what: &str, attrs: Vec<Attr>) -> Result<RtBuffer<T, Buffer>, LinkError>
+where
+    T: RtaType + From<u16>,
+{
+    let mut buf = RtBuffer::new();
+    for (ty, payload) in attrs {
+        let attr = RtattrBuilder::default()
+            .rta_type(T::from(ty))
+            .rta_payload(Buffer::from(payload))
+            .build()
+            .map_err(|e| build_error(what, e))?;
+        buf.push(attr);
+    }
+    Ok(buf)
+}
+
+fn attrs_of<T>(buf: &RtBuffer<T, Buffer>) -> Vec<Attr>
+where
+    T: RtaType,
+    for<'a> u16: From<&'a T>,
+{
+    buf.iter()
+        .map(|a| {
+            (
+                u16::from(a.rta_type()) & !NLA_FLAGS,
+                a.rta_payload().as_ref().to_vec(),
+            )
+        })
+        .collect()
+}
+
+fn link_msg(what: &str, hdr: LinkHdr, attrs: Vec<Attr>) -> Result<Ifinfomsg, LinkError> {
+    let index = i32::try_from(hdr.index)
+        .map_err(|_| build_error(what, format!("ifindex {} out of range", hdr.index)))?;
+    IfinfomsgBuilder::default()
+        .ifi_family(RtAddrFamily::Unspecified)
+        .ifi_index(index)
+        .ifi_flags(Iff::from_bits_retain(hdr.flags))
+        .ifi_change(Iff::from_bits_retain(hdr.change))
+        .rtattrs(rt_buffer::<Ifla>(what, attrs)?)
+        .build()
+        .map_err(|e| build_error(what, e))
+}
+
+fn decode_link(m: &Ifinfomsg) -> Result<Option<Link>, String> {
+    let index = u32::try_from(*m.ifi_index()).map_err(|_| "negative ifi_index".to_string())?;
+    let hdr = LinkHdr {
+        index,
+        flags: m.ifi_flags().bits(),
+        change: 0,
+    };
+    wire::decode_link(&hdr, &attrs_of(m.rtattrs())).map(Some)
+}
+
+fn addr_msg(what: &str, hdr: AddrHdr, attrs: Vec<Attr>) -> Result<Ifaddrmsg, LinkError> {
+    IfaddrmsgBuilder::default()
+        .ifa_family(RtAddrFamily::from(hdr.family))
+        .ifa_prefixlen(hdr.prefix_len)
+        .ifa_flags(IfaF::from_bits_retain(hdr.flags))
+        .ifa_scope(RtScope::from(hdr.scope))
+        .ifa_index(hdr.index)
+        .rtattrs(rt_buffer::<Ifa>(what, attrs)?)
+        .build()
+        .map_err(|e| build_error(what, e))
+}
+
+fn decode_addr(m: &Ifaddrmsg) -> Result<Option<Addr>, String> {
+    let family = u8::from(m.ifa_family());
+    if family != wire::AF_INET && family != wire::AF_INET6 {
+        return Ok(None);
+    }
+    let hdr = AddrHdr {
+        family,
+        prefix_len: *m.ifa_prefixlen(),
+        flags: m.ifa_flags().bits(),
+        scope: u8::from(m.ifa_scope()),
+        index: *m.ifa_index(),
+    };
+    wire::decode_addr(&hdr, &attrs_of(m.rtattrs())).map(Some)
+}
+
+fn route_msg(what: &str, hdr: RouteHdr, attrs: Vec<Attr>) -> Result<Rtmsg, LinkError> {
+    RtmsgBuilder::default()
+        .rtm_family(RtAddrFamily::from(hdr.family))
+        .rtm_dst_len(hdr.dst_len)
+        .rtm_src_len(hdr.src_len)
+        .rtm_tos(hdr.tos)
+        .rtm_table(RtTable::from(hdr.table))
+        .rtm_protocol(Rtprot::from(hdr.protocol))
+        .rtm_scope(RtScope::from(hdr.scope))
+        .rtm_type(Rtn::from(hdr.kind))
+        .rtm_flags(RtmF::from_bits_retain(hdr.flags))
+        .rtattrs(rt_buffer::<Rta>(what, attrs)?)
+        .build()
+        .map_err(|e| build_error(what, e))
+}
+
+fn decode_route(m: &Rtmsg) -> Result<Option<Route>, String> {
+    let hdr = RouteHdr {
+        family: u8::from(m.rtm_family()),
+        dst_len: *m.rtm_dst_len(),
+        src_len: *m.rtm_src_len(),
+        tos: *m.rtm_tos(),
+        table: u8::from(m.rtm_table()),
+        protocol: u8::from(m.rtm_protocol()),
+        scope: u8::from(m.rtm_scope()),
+        kind: u8::from(m.rtm_type()),
+        flags: m.rtm_flags().bits(),
+    };
+    wire::decode_route(&hdr, &attrs_of(m.rtattrs()))
+}
