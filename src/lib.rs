@@ -9,3 +9,4 @@ pub mod k8s;
 pub mod netlink;
 pub mod openflow;
 pub mod ovsdb;
+pub mod pipeline;

@@ -3,4 +3,5 @@
 
 pub mod bridge;
 pub mod interfaces;
+pub mod queue;
 pub mod trafficcontrol;
