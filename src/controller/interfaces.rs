@@ -11,7 +11,10 @@ use crate::ovsdb::{PortData, Uuid};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
-    Pod { namespace: String, name: String },
+    Pod {
+        namespace: String,
+        name: String,
+    },
     TrafficControl,
     Uplink,
     Host,
@@ -82,7 +85,8 @@ impl Interfaces {
             if let Role::Pod { namespace, name } = &role {
                 s.pods.insert(format!("{namespace}/{name}"), p.name.clone());
             }
-            s.by_name.insert(p.name.clone(), Interface { port: p, role });
+            s.by_name
+                .insert(p.name.clone(), Interface { port: p, role });
         }
         s
     }
@@ -141,7 +145,12 @@ mod tests {
     fn classification() {
         let pod = port(
             "veth-a",
-            &[("container-id", "c1"), ("pod-name", "a"), ("pod-namespace", "ns1"), ("attached-mac", "02:00:00:00:00:0a")],
+            &[
+                ("container-id", "c1"),
+                ("pod-name", "a"),
+                ("pod-namespace", "ns1"),
+                ("attached-mac", "02:00:00:00:00:0a"),
+            ],
             3,
         );
         let half_pod = port("veth-b", &[("pod-name", "b"), ("pod-namespace", "ns1")], 4);

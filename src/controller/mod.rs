@@ -2,6 +2,8 @@
 //! trait); they never see a socket.
 
 pub mod bridge;
+#[cfg(test)]
+pub mod fake;
 pub mod interfaces;
 pub mod queue;
 pub mod trafficcontrol;

@@ -21,8 +21,14 @@ use crate::pipeline::{self, TcAction, TcDirection};
 pub enum SyncError {
     Invalid(ValidationError),
     /// A port with the TC port's name exists and is not a traffic-control port.
-    PortConflict { port: String, role: String },
-    Port { port: String, error: OvsdbError },
+    PortConflict {
+        port: String,
+        role: String,
+    },
+    Port {
+        port: String,
+        error: OvsdbError,
+    },
     Flows(OfError),
 }
 
@@ -212,7 +218,12 @@ impl TcController {
             }
         }
         ofports.sort_unstable();
-        let flows = pipeline::tc_mark_flows(&ofports, target.1, direction(spec.direction), action(spec.action));
+        let flows = pipeline::tc_mark_flows(
+            &ofports,
+            target.1,
+            direction(spec.direction),
+            action(spec.action),
+        );
         let n = flows.len();
         let owner = self.owner_of(name);
         self.flows.apply(owner, flows).map_err(SyncError::Flows)?;
@@ -251,7 +262,9 @@ impl TcController {
             }
         }
         let ofport = self.bridge.ofport(&name).map_err(perr)?;
-        self.flows.set_no_flood(ofport, true).map_err(SyncError::Flows)?;
+        self.flows
+            .set_no_flood(ofport, true)
+            .map_err(SyncError::Flows)?;
         Ok((name, ofport))
     }
 
@@ -329,7 +342,10 @@ impl TcController {
         match self.bridge.delete_ports(&uuids) {
             Ok(()) => {
                 let names: Vec<String> = orphans.into_iter().map(|(n, _)| n).collect();
-                log::info!("deleted orphaned traffic-control ports: {}", names.join(","));
+                log::info!(
+                    "deleted orphaned traffic-control ports: {}",
+                    names.join(",")
+                );
                 names
             }
             Err(e) => {
@@ -357,7 +373,12 @@ impl TcController {
     }
 
     /// TCs to resync when a Pod changed (every TC selecting it before or after).
-    pub fn keys_for_pod(&self, namespace: &str, old: Option<&crate::k8s::Labels>, new: Option<&crate::k8s::Labels>) -> BTreeSet<String> {
+    pub fn keys_for_pod(
+        &self,
+        namespace: &str,
+        old: Option<&crate::k8s::Labels>,
+        new: Option<&crate::k8s::Labels>,
+    ) -> BTreeSet<String> {
         let ns = self
             .stores
             .namespaces
@@ -368,19 +389,31 @@ impl TcController {
     }
 
     /// TCs to resync when a Namespace's labels changed.
-    pub fn keys_for_namespace(&self, old: Option<&crate::k8s::Labels>, new: Option<&crate::k8s::Labels>) -> BTreeSet<String> {
+    pub fn keys_for_namespace(
+        &self,
+        old: Option<&crate::k8s::Labels>,
+        new: Option<&crate::k8s::Labels>,
+    ) -> BTreeSet<String> {
         self.stores.traffic_controls.affected_by_namespace(old, new)
     }
 
     /// TCs to resync when TC `name` changed: itself, and every TC that shares a Pod with
     /// its old or new selection (their effective sets may move).
-    pub fn keys_for_tc(&self, old: Option<&TrafficControl>, new: Option<&TrafficControl>) -> BTreeSet<String> {
+    pub fn keys_for_tc(
+        &self,
+        old: Option<&TrafficControl>,
+        new: Option<&TrafficControl>,
+    ) -> BTreeSet<String> {
         let mut keys = BTreeSet::new();
         for tc in old.iter().chain(new.iter()) {
             keys.insert(tc.metadata.name.clone());
             let Ok(spec) = &tc.spec else { continue };
             for pod in select::selected_pods(spec, &self.stores.pods, &self.stores.namespaces) {
-                keys.extend(self.keys_for_pod(&pod.metadata.namespace, None, Some(&pod.metadata.labels)));
+                keys.extend(self.keys_for_pod(
+                    &pod.metadata.namespace,
+                    None,
+                    Some(&pod.metadata.labels),
+                ));
             }
         }
         keys
@@ -392,7 +425,9 @@ impl TcController {
         let pod_ports = |s: &Interfaces| -> BTreeMap<String, Option<u32>> {
             s.iter()
                 .filter_map(|i| match &i.role {
-                    Role::Pod { namespace, name } => Some((format!("{namespace}/{name}"), i.ofport())),
+                    Role::Pod { namespace, name } => {
+                        Some((format!("{namespace}/{name}"), i.ofport()))
+                    }
                     _ => None,
                 })
                 .collect()
@@ -404,7 +439,11 @@ impl TcController {
                 continue;
             }
             if let Some(pod) = self.stores.pods.get(k) {
-                keys.extend(self.keys_for_pod(&pod.metadata.namespace, None, Some(&pod.metadata.labels)));
+                keys.extend(self.keys_for_pod(
+                    &pod.metadata.namespace,
+                    None,
+                    Some(&pod.metadata.labels),
+                ));
             }
         }
         keys

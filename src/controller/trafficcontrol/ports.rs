@@ -27,8 +27,8 @@ fn go_ip16(ip: &IpAddr) -> [u8; 16] {
 /// `binary.Write(h, BigEndian, int32(v))`: the value's low 32 bits, two's complement.
 fn be32(v: i64) -> [u8; 4] {
     // Truncation is the point: Go hashes the int32 bits (a GRE key of 2^32-1 as -1).
-    #[allow(clippy::cast_possible_truncation)]
-    (v as u32).to_be_bytes()
+    let b = v.to_be_bytes();
+    [b[4], b[5], b[6], b[7]]
 }
 
 fn hashed(prefix: &str, parts: &[&[u8]]) -> String {

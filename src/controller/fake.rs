@@ -1,0 +1,229 @@
+//! Recording fakes of the controllers' backends, for unit tests without root.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use super::bridge::OvsBridge;
+use super::interfaces::Interfaces;
+use crate::openflow::{Flow, Flows, OfError, Owner};
+use crate::ovsdb::{OvsdbError, PortData, PortKind, PortSpec, Uuid};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Default)]
+pub struct FakeBridge {
+    pub ports: Mutex<Vec<PortData>>,
+    next: Mutex<u32>,
+    /// Every call, in order: `create <name> <kind>`, `delete <names>`, `ofport <name>`.
+    pub log: Mutex<Vec<String>>,
+    /// Ports OVS "cannot open": created with ofport -1 and this error.
+    pub refuse: Mutex<BTreeMap<String, String>>,
+}
+
+impl FakeBridge {
+    pub fn new() -> FakeBridge {
+        FakeBridge::default()
+    }
+
+    fn uuid(n: u32) -> Uuid {
+        Uuid(format!("00000000-0000-0000-0000-{n:012}"))
+    }
+
+    /// Add a port as someone else (a CNI) would; returns its ofport.
+    pub fn add_port(&self, name: &str, ids: &[(&str, &str)], mac: Option<&str>) -> u32 {
+        let mut n = lock(&self.next);
+        *n += 1;
+        lock(&self.ports).push(PortData {
+            uuid: Self::uuid(*n),
+            name: name.into(),
+            external_ids: ids
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            if_uuid: None,
+            if_name: name.into(),
+            if_type: String::new(),
+            ofport: i64::from(*n),
+            error: None,
+            options: BTreeMap::new(),
+            mac: None,
+            mac_in_use: mac.map(str::to_string),
+        });
+        *n
+    }
+
+    /// A Pod's port with CNI external_ids.
+    pub fn add_pod_port(&self, ns: &str, pod: &str) -> u32 {
+        let name = format!("{pod}-veth");
+        self.add_port(
+            &name,
+            &[
+                ("container-id", pod),
+                ("pod-name", pod),
+                ("pod-namespace", ns),
+            ],
+            Some("02:00:00:00:00:01"),
+        )
+    }
+
+    pub fn names(&self) -> BTreeSet<String> {
+        lock(&self.ports).iter().map(|p| p.name.clone()).collect()
+    }
+
+    pub fn port(&self, name: &str) -> Option<PortData> {
+        lock(&self.ports).iter().find(|p| p.name == name).cloned()
+    }
+
+    pub fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.log))
+    }
+}
+
+impl OvsBridge for FakeBridge {
+    fn interfaces(&self) -> Interfaces {
+        Interfaces::new(lock(&self.ports).clone())
+    }
+
+    fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        if self.port(&spec.name).is_some() {
+            return Err(OvsdbError::TxnFailed {
+                op: 3,
+                error: "constraint violation".into(),
+                details: format!("duplicate name {}", spec.name),
+            });
+        }
+        let kind = match &spec.kind {
+            PortKind::System => "system".to_string(),
+            PortKind::Internal { .. } => "internal".to_string(),
+            PortKind::Tunnel { kind, options } => format!("{kind}{options:?}"),
+            PortKind::Other(t) => t.clone(),
+        };
+        lock(&self.log).push(format!("create {} {kind}", spec.name));
+        let mut n = lock(&self.next);
+        *n += 1;
+        let refused = lock(&self.refuse).get(&spec.name).cloned();
+        let uuid = Self::uuid(*n);
+        lock(&self.ports).push(PortData {
+            uuid: uuid.clone(),
+            name: spec.name.clone(),
+            external_ids: spec.external_ids.clone(),
+            if_uuid: None,
+            if_name: spec.name.clone(),
+            if_type: String::new(),
+            ofport: if refused.is_some() { -1 } else { i64::from(*n) },
+            error: refused,
+            options: BTreeMap::new(),
+            mac: None,
+            mac_in_use: None,
+        });
+        Ok(uuid)
+    }
+
+    fn ofport(&self, name: &str) -> Result<u32, OvsdbError> {
+        let p = self.port(name).ok_or_else(|| OvsdbError::NotFound {
+            table: "Interface".into(),
+            name: name.into(),
+        })?;
+        u32::try_from(p.ofport)
+            .ok()
+            .filter(|o| *o > 0)
+            .ok_or_else(|| OvsdbError::PortFailed {
+                name: name.into(),
+                error: p.error.unwrap_or_default(),
+            })
+    }
+
+    fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
+        let mut all = lock(&self.ports);
+        let names: Vec<String> = all
+            .iter()
+            .filter(|p| ports.contains(&p.uuid))
+            .map(|p| p.name.clone())
+            .collect();
+        all.retain(|p| !ports.contains(&p.uuid));
+        lock(&self.log).push(format!("delete {}", names.join(",")));
+        Ok(())
+    }
+
+    fn set_port_external_ids(
+        &self,
+        port: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        let mut all = lock(&self.ports);
+        let p = all
+            .iter_mut()
+            .find(|p| p.name == port)
+            .ok_or_else(|| OvsdbError::NotFound {
+                table: "Port".into(),
+                name: port.into(),
+            })?;
+        p.external_ids = ids.clone();
+        lock(&self.log).push(format!("set_external_ids {port}"));
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+pub struct FakeFlows {
+    pub owners: Mutex<BTreeMap<Owner, Vec<Flow>>>,
+    pub no_flood: Mutex<BTreeSet<u32>>,
+    /// When set, every call fails with this error.
+    pub fail: Mutex<Option<OfError>>,
+}
+
+impl FakeFlows {
+    pub fn new() -> FakeFlows {
+        FakeFlows::default()
+    }
+
+    pub fn of(&self, owner: Owner) -> Vec<Flow> {
+        lock(&self.owners).get(&owner).cloned().unwrap_or_default()
+    }
+
+    pub fn total(&self) -> usize {
+        lock(&self.owners).values().map(Vec::len).sum()
+    }
+
+    fn check(&self) -> Result<(), OfError> {
+        match lock(&self.fail).clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Flows for FakeFlows {
+    fn apply(&self, owner: Owner, mut flows: Vec<Flow>) -> Result<(), OfError> {
+        self.check()?;
+        flows.sort();
+        if flows.is_empty() {
+            lock(&self.owners).remove(&owner);
+        } else {
+            lock(&self.owners).insert(owner, flows);
+        }
+        Ok(())
+    }
+
+    fn remove(&self, owner: Owner) -> Result<(), OfError> {
+        self.check()?;
+        lock(&self.owners).remove(&owner);
+        Ok(())
+    }
+
+    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
+        self.check()?;
+        if on {
+            lock(&self.no_flood).insert(ofport);
+        } else {
+            lock(&self.no_flood).remove(&ofport);
+        }
+        Ok(())
+    }
+
+    fn delete_round(&self, _round: u16) -> Result<(), OfError> {
+        self.check()
+    }
+}

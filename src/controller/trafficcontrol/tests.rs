@@ -1,0 +1,789 @@
+//! The seed's cases (reference antrea.md §7: add ×11, update ×5, shared target port, Pod
+//! port appearing later, Pod and Namespace label moves, Pod delete) plus one case per
+//! DESIGN §6 fix, with recording fakes of OVSDB and OpenFlow.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::controller::bridge::OvsBridge;
+use crate::controller::fake::{FakeBridge, FakeFlows};
+use crate::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
+use crate::openflow::{Flow, OfError};
+use crate::pipeline::{self, TcAction, TcDirection};
+
+struct Env {
+    stores: Stores,
+    bridge: Arc<FakeBridge>,
+    flows: Arc<FakeFlows>,
+    c: TcController,
+}
+
+fn env() -> Env {
+    let stores = Stores::default();
+    let bridge = Arc::new(FakeBridge::new());
+    let flows = Arc::new(FakeFlows::new());
+    let c = TcController::new(stores.clone(), bridge.clone(), flows.clone());
+    Env {
+        stores,
+        bridge,
+        flows,
+        c,
+    }
+}
+
+fn decode<T: Resource>(v: Value) -> T {
+    T::from_wire(serde_json::from_value(v).unwrap())
+}
+
+fn tc_at(name: &str, ts: &str, spec: Value) -> TrafficControl {
+    decode(json!({"metadata": {"name": name, "creationTimestamp": ts}, "spec": spec}))
+}
+
+fn tc(name: &str, spec: Value) -> TrafficControl {
+    tc_at(name, "2026-11-30T09:00:00Z", spec)
+}
+
+fn pod(ns: &str, name: &str, labels: Value) -> Pod {
+    decode(
+        json!({"metadata": {"name": name, "namespace": ns, "labels": labels},
+                  "spec": {"nodeName": "vm1"}}),
+    )
+}
+
+fn namespace(name: &str, labels: Value) -> Namespace {
+    decode(json!({"metadata": {"name": name, "labels": labels}}))
+}
+
+fn spec(applied_to: Value, direction: &str, action: &str, target: Value) -> Value {
+    json!({"appliedTo": applied_to, "direction": direction, "action": action, "targetPort": target})
+}
+
+fn app_a() -> Value {
+    json!({"podSelector": {"matchLabels": {"app": "a"}}})
+}
+
+fn device(name: &str) -> Value {
+    json!({"device": {"name": name}})
+}
+
+impl Env {
+    fn with_pods(self) -> (Env, u32, u32) {
+        self.stores
+            .namespaces
+            .apply(namespace("ns1", json!({"env": "prod"})));
+        self.stores
+            .namespaces
+            .apply(namespace("ns2", json!({"env": "dev"})));
+        self.stores
+            .pods
+            .apply(pod("ns1", "pa", json!({"app": "a"})));
+        self.stores
+            .pods
+            .apply(pod("ns2", "pb", json!({"app": "b"})));
+        let a = self.bridge.add_pod_port("ns1", "pa");
+        let b = self.bridge.add_pod_port("ns2", "pb");
+        (self, a, b)
+    }
+
+    fn marks(&self, name: &str) -> Vec<Flow> {
+        self.flows.of(self.c.owner_of(name))
+    }
+
+    fn ofport(&self, port: &str) -> u32 {
+        u32::try_from(self.bridge.port(port).unwrap().ofport).unwrap()
+    }
+}
+
+fn expect(pods: &[u32], target: u32, d: TcDirection, a: TcAction) -> Vec<Flow> {
+    let mut f = pipeline::tc_mark_flows(pods, target, d, a);
+    f.sort();
+    f
+}
+
+// ---- TestTrafficControlAdd -------------------------------------------------------------
+
+#[test]
+fn add_device_target_not_yet_on_the_bridge() {
+    let (e, a, _) = env().with_pods();
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(app_a(), "Both", "Mirror", device("target1")),
+    ));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(
+        e.bridge.take_log(),
+        vec!["create target1 system", "ofport:target1"]
+            .into_iter()
+            .filter(|l| !l.starts_with("ofport"))
+            .collect::<Vec<_>>()
+    );
+    let t = e.ofport("target1");
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t, TcDirection::Both, TcAction::Mirror)
+    );
+    assert!(e.flows.no_flood.lock().unwrap().contains(&t));
+    assert_eq!(
+        e.bridge
+            .port("target1")
+            .unwrap()
+            .external_ids
+            .get("antrea-type")
+            .map(String::as_str),
+        Some("traffic-control")
+    );
+}
+
+fn add_tunnel(target: Value, want_name: &str, want_log: &str) {
+    let (e, a, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Egress", "Mirror", target)));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(
+        e.bridge.take_log(),
+        vec![format!("create {want_name} {want_log}")]
+    );
+    let t = e.ofport(want_name);
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t, TcDirection::Egress, TcAction::Mirror)
+    );
+    assert!(e.flows.no_flood.lock().unwrap().contains(&t));
+}
+
+#[test]
+fn add_vxlan_target() {
+    add_tunnel(
+        json!({"vxlan": {"remoteIP": "1.1.1.1"}}),
+        "vxlan-cb3ab8",
+        r#"vxlan{"remote_ip": "1.1.1.1"}"#,
+    );
+}
+
+#[test]
+fn add_geneve_target() {
+    add_tunnel(
+        json!({"geneve": {"remoteIP": "1.1.1.1"}}),
+        "geneve-e17764",
+        r#"geneve{"remote_ip": "1.1.1.1"}"#,
+    );
+}
+
+#[test]
+fn add_gre_target() {
+    add_tunnel(
+        json!({"gre": {"remoteIP": "1.1.1.1"}}),
+        "gre-b2d3bd",
+        r#"gre{"remote_ip": "1.1.1.1"}"#,
+    );
+}
+
+#[test]
+fn add_erspan_v2_target() {
+    add_tunnel(
+        json!({"erspan": {"remoteIP": "10.0.10.2", "sessionID": 1, "version": 2, "dir": 1, "hardwareID": 4}}),
+        "erspan-f82ac8",
+        r#"erspan{"erspan_dir": "1", "erspan_hwid": "4", "erspan_ver": "2", "key": "1", "remote_ip": "10.0.10.2"}"#,
+    );
+}
+
+#[test]
+fn add_with_existing_target_and_return_ports() {
+    let (e, a, _) = env().with_pods();
+    let t = e
+        .bridge
+        .add_port("target1", &[("antrea-type", "traffic-control")], None);
+    let r = e
+        .bridge
+        .add_port("return1", &[("antrea-type", "traffic-control")], None);
+    let mut s = spec(app_a(), "Both", "Redirect", device("target1"));
+    s["returnPort"] = device("return1");
+    e.stores.traffic_controls.apply(tc("tc1", s));
+    e.c.sync("tc1").unwrap();
+    assert!(e.bridge.take_log().is_empty(), "existing ports are reused");
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t, TcDirection::Both, TcAction::Redirect)
+    );
+    assert_eq!(
+        e.flows.of(e.c.owner_of("port:return1")),
+        vec![pipeline::tc_return_flow(r)]
+    );
+    let nf = e.flows.no_flood.lock().unwrap().clone();
+    assert!(nf.contains(&t) && nf.contains(&r));
+    let st = &e.c.status()[0];
+    assert_eq!(st.target_port, Some(("target1".into(), t)));
+    assert_eq!(st.return_port, Some(("return1".into(), r)));
+    assert_eq!(st.effective_pods, vec!["ns1/pa".to_string()]);
+}
+
+fn selection_case(applied_to: Value, want: &[&str]) {
+    let (e, a, b) = env().with_pods();
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(applied_to, "Ingress", "Mirror", device("t1")),
+    ));
+    e.c.sync("tc1").unwrap();
+    let t = e.ofport("t1");
+    let mut ports: Vec<u32> = want
+        .iter()
+        .map(|p| if *p == "pa" { a } else { b })
+        .collect();
+    ports.sort();
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&ports, t, TcDirection::Ingress, TcAction::Mirror)
+    );
+}
+
+#[test]
+fn add_only_pod_selector() {
+    selection_case(app_a(), &["pa"]);
+}
+
+#[test]
+fn add_only_namespace_selector() {
+    selection_case(
+        json!({"namespaceSelector": {"matchLabels": {"env": "dev"}}}),
+        &["pb"],
+    );
+}
+
+#[test]
+fn add_both_selectors_intersect() {
+    selection_case(
+        json!({"podSelector": {"matchLabels": {"app": "a"}}, "namespaceSelector": {"matchLabels": {"env": "dev"}}}),
+        &[],
+    );
+    selection_case(
+        json!({"podSelector": {"matchLabels": {"app": "b"}}, "namespaceSelector": {"matchLabels": {"env": "dev"}}}),
+        &["pb"],
+    );
+}
+
+#[test]
+fn add_nil_nil_selects_nothing() {
+    selection_case(json!({}), &[]);
+}
+
+#[test]
+fn add_empty_empty_selects_all() {
+    selection_case(
+        json!({"podSelector": {}, "namespaceSelector": {}}),
+        &["pa", "pb"],
+    );
+}
+
+#[test]
+fn host_network_pods_are_skipped() {
+    let (e, _, _) = env().with_pods();
+    let mut p: Pod = pod("ns1", "hn", json!({"app": "a"}));
+    p.spec.host_network = true;
+    e.stores.pods.apply(p);
+    e.bridge.add_pod_port("ns1", "hn");
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.c.status()[0].effective_pods, vec!["ns1/pa".to_string()]);
+}
+
+// ---- TestTrafficControlUpdate --------------------------------------------------------
+
+#[test]
+fn update_target_port_releases_the_old_one() {
+    let (e, a, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t2"))));
+    e.c.sync("tc1").unwrap();
+    assert!(!e.bridge.names().contains("t1"));
+    let t2 = e.ofport("t2");
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t2, TcDirection::Both, TcAction::Mirror)
+    );
+}
+
+#[test]
+fn update_action_and_direction() {
+    let (e, a, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    let t = e.ofport("t1");
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Redirect", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t, TcDirection::Both, TcAction::Redirect)
+    );
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(app_a(), "Ingress", "Redirect", device("t1")),
+    ));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t, TcDirection::Ingress, TcAction::Redirect)
+    );
+    assert_eq!(
+        e.bridge.take_log(),
+        vec!["create t1 system"],
+        "the port is kept"
+    );
+}
+
+#[test]
+fn update_pod_and_namespace_selectors() {
+    let (e, a, b) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    let t = e.ofport("t1");
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(
+            json!({"podSelector": {"matchLabels": {"app": "b"}}}),
+            "Both",
+            "Mirror",
+            device("t1"),
+        ),
+    ));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[b], t, TcDirection::Both, TcAction::Mirror)
+    );
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(
+            json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}}),
+            "Both",
+            "Mirror",
+            device("t1"),
+        ),
+    ));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[a], t, TcDirection::Both, TcAction::Mirror)
+    );
+}
+
+// ---- TestSharedTargetPort ------------------------------------------------------------
+
+#[test]
+fn shared_target_port_lives_until_its_last_tc() {
+    let (e, _, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("shared"))));
+    e.stores.traffic_controls.apply(tc(
+        "tc2",
+        spec(
+            json!({"podSelector": {"matchLabels": {"app": "b"}}}),
+            "Both",
+            "Mirror",
+            device("shared"),
+        ),
+    ));
+    e.c.sync("tc1").unwrap();
+    e.c.sync("tc2").unwrap();
+    assert_eq!(e.bridge.take_log(), vec!["create shared system"]);
+    e.stores.traffic_controls.delete("tc1");
+    e.c.sync("tc1").unwrap();
+    assert!(e.bridge.names().contains("shared"));
+    assert!(e.marks("tc1").is_empty());
+    e.stores.traffic_controls.delete("tc2");
+    e.c.sync("tc2").unwrap();
+    assert!(!e.bridge.names().contains("shared"));
+    assert_eq!(e.bridge.take_log(), vec!["delete shared"]);
+    assert_eq!(e.flows.total(), 0);
+}
+
+// ---- TestPodUpdateFromCNIServer ------------------------------------------------------
+
+#[test]
+fn pod_port_appearing_later_is_picked_up() {
+    let e = env();
+    e.stores.pods.apply(pod("ns1", "late", json!({"app": "a"})));
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    assert!(e.marks("tc1").is_empty(), "no port yet, no flows");
+    let before = e.bridge.interfaces();
+    let p = e.bridge.add_pod_port("ns1", "late");
+    let keys = e.c.keys_for_ports(&before, &e.bridge.interfaces());
+    assert_eq!(
+        keys.into_iter().collect::<Vec<_>>(),
+        vec!["tc1".to_string()]
+    );
+    e.c.sync("tc1").unwrap();
+    let t = e.ofport("t1");
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&[p], t, TcDirection::Both, TcAction::Mirror)
+    );
+}
+
+// ---- TestPodLabelsUpdate / TestNamespaceLabelsUpdate / TestPodDelete ------------------
+
+fn three_tcs(e: &Env) {
+    // tc2 is the oldest of the two selecting app=b, so it is effective; tc3 alternative.
+    let b = json!({"podSelector": {"matchLabels": {"app": "b"}}});
+    e.stores.traffic_controls.apply(tc_at(
+        "tc1",
+        "2026-11-30T08:00:00Z",
+        spec(app_a(), "Both", "Mirror", device("t1")),
+    ));
+    e.stores.traffic_controls.apply(tc_at(
+        "tc2",
+        "2026-11-30T08:01:00Z",
+        spec(b.clone(), "Both", "Mirror", device("t2")),
+    ));
+    e.stores.traffic_controls.apply(tc_at(
+        "tc3",
+        "2026-11-30T08:02:00Z",
+        spec(b, "Both", "Redirect", device("t3")),
+    ));
+    for n in ["tc3", "tc2", "tc1"] {
+        e.c.sync(n).unwrap();
+    }
+}
+
+#[test]
+fn pod_label_moves_between_tcs_effective_and_alternative() {
+    let (e, a, b) = env().with_pods();
+    three_tcs(&e);
+    let (t1, t2) = (e.ofport("t1"), e.ofport("t2"));
+    assert_eq!(
+        e.marks("tc2"),
+        expect(&[b], t2, TcDirection::Both, TcAction::Mirror)
+    );
+    assert!(
+        e.marks("tc3").is_empty(),
+        "tc3 is only an alternative for pb"
+    );
+    // pa moves from app=a to app=b: tc1 loses it, tc2 (effective) gains it.
+    let old = e.stores.pods.get("ns1/pa").unwrap().metadata.labels.clone();
+    e.stores.pods.apply(pod("ns1", "pa", json!({"app": "b"})));
+    let keys = e.c.keys_for_pod(
+        "ns1",
+        Some(&old),
+        Some(&e.stores.pods.get("ns1/pa").unwrap().metadata.labels),
+    );
+    assert_eq!(
+        keys.iter().map(String::as_str).collect::<Vec<_>>(),
+        vec!["tc1", "tc2", "tc3"]
+    );
+    for k in keys {
+        e.c.sync(&k).unwrap();
+    }
+    assert!(e.marks("tc1").is_empty());
+    let mut both = vec![a, b];
+    both.sort();
+    assert_eq!(
+        e.marks("tc2"),
+        expect(&both, t2, TcDirection::Both, TcAction::Mirror)
+    );
+    assert!(e.marks("tc3").is_empty());
+    let _ = t1;
+    // tc2 goes: tc3 becomes effective for both Pods.
+    e.stores.traffic_controls.delete("tc2");
+    for k in ["tc2", "tc3"] {
+        e.c.sync(k).unwrap();
+    }
+    let t3 = e.ofport("t3");
+    assert_eq!(
+        e.marks("tc3"),
+        expect(&both, t3, TcDirection::Both, TcAction::Redirect)
+    );
+    assert!(!e.bridge.names().contains("t2"));
+}
+
+#[test]
+fn namespace_label_move() {
+    let (e, a, _) = env().with_pods();
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(
+            json!({"namespaceSelector": {"matchLabels": {"env": "dev"}}}),
+            "Both",
+            "Mirror",
+            device("t1"),
+        ),
+    ));
+    e.c.sync("tc1").unwrap();
+    let t = e.ofport("t1");
+    let old = e
+        .stores
+        .namespaces
+        .get("ns1")
+        .unwrap()
+        .metadata
+        .labels
+        .clone();
+    e.stores
+        .namespaces
+        .apply(namespace("ns1", json!({"env": "dev"})));
+    let new = e
+        .stores
+        .namespaces
+        .get("ns1")
+        .unwrap()
+        .metadata
+        .labels
+        .clone();
+    assert!(
+        e.c.keys_for_namespace(Some(&old), Some(&new))
+            .contains("tc1")
+    );
+    e.c.sync("tc1").unwrap();
+    let mut ports = vec![a, e.ofport("pb-veth")];
+    ports.sort();
+    assert_eq!(
+        e.marks("tc1"),
+        expect(&ports, t, TcDirection::Both, TcAction::Mirror)
+    );
+}
+
+#[test]
+fn pod_delete_removes_its_flows() {
+    let (e, _, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.marks("tc1").len(), 2);
+    let gone = e.stores.pods.delete("ns1/pa").unwrap();
+    let keys =
+        e.c.keys_for_pod("ns1", Some(&gone.object().metadata.labels), None);
+    assert!(keys.contains("tc1"));
+    e.c.sync("tc1").unwrap();
+    assert!(e.marks("tc1").is_empty());
+}
+
+// ---- DESIGN §6 fixes -----------------------------------------------------------------
+
+#[test]
+fn fix_changing_the_return_port_releases_the_old_one() {
+    let (e, _, _) = env().with_pods();
+    let mut s = spec(app_a(), "Both", "Redirect", device("t1"));
+    s["returnPort"] = device("r1");
+    e.stores.traffic_controls.apply(tc("tc1", s.clone()));
+    e.c.sync("tc1").unwrap();
+    let r1_owner = e.c.owner_of("port:r1");
+    assert_eq!(e.flows.of(r1_owner).len(), 1);
+    s["returnPort"] = device("r2");
+    e.stores.traffic_controls.apply(tc("tc1", s));
+    e.c.sync("tc1").unwrap();
+    let names = e.bridge.names();
+    assert!(
+        !names.contains("r1"),
+        "Antrea released the NEW name and leaked r1"
+    );
+    assert!(names.contains("r2"));
+    assert!(
+        e.flows.of(r1_owner).is_empty(),
+        "r1's Classifier flow is gone"
+    );
+    assert_eq!(
+        e.flows.of(e.c.owner_of("port:r2")),
+        vec![pipeline::tc_return_flow(e.ofport("r2"))]
+    );
+}
+
+#[test]
+fn fix_effective_tc_is_deterministic_whatever_the_sync_order() {
+    for order in [["old", "new"], ["new", "old"]] {
+        let (e, a, _) = env().with_pods();
+        e.stores.traffic_controls.apply(tc_at(
+            "new",
+            "2026-11-30T09:00:00Z",
+            spec(app_a(), "Both", "Mirror", device("t-new")),
+        ));
+        e.stores.traffic_controls.apply(tc_at(
+            "old",
+            "2026-11-30T08:00:00Z",
+            spec(app_a(), "Both", "Mirror", device("t-old")),
+        ));
+        for n in order {
+            e.c.sync(n).unwrap();
+        }
+        assert_eq!(
+            e.marks("old"),
+            expect(&[a], e.ofport("t-old"), TcDirection::Both, TcAction::Mirror)
+        );
+        assert!(e.marks("new").is_empty(), "{order:?}");
+    }
+    // Equal timestamps: the lower name wins.
+    let (e, a, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("b", spec(app_a(), "Both", "Mirror", device("tb"))));
+    e.stores
+        .traffic_controls
+        .apply(tc("a", spec(app_a(), "Both", "Mirror", device("ta"))));
+    e.c.sync("b").unwrap();
+    e.c.sync("a").unwrap();
+    assert_eq!(e.marks("a").len(), 2);
+    assert!(e.marks("b").is_empty());
+    let _ = a;
+}
+
+#[test]
+fn fix_only_traffic_control_ports_are_reused() {
+    let (e, _, _) = env().with_pods();
+    e.stores.traffic_controls.apply(tc(
+        "bad",
+        spec(app_a(), "Both", "Mirror", device("pa-veth")),
+    ));
+    let b = json!({"podSelector": {"matchLabels": {"app": "b"}}});
+    e.stores
+        .traffic_controls
+        .apply(tc("good", spec(b, "Egress", "Mirror", device("t1"))));
+    let err = e.c.sync("bad").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "port pa-veth exists on the bridge as a Pod ns1/pa port, not a traffic-control port; refusing to reuse it"
+    );
+    e.c.sync("good").unwrap();
+    assert_eq!(e.marks("good").len(), 1, "another TC is unaffected");
+    // Deleting the bad TC never deletes the Pod's port.
+    e.stores.traffic_controls.delete("bad");
+    e.c.sync("bad").unwrap();
+    assert!(e.bridge.names().contains("pa-veth"));
+}
+
+#[test]
+fn fix_orphaned_tc_ports_swept_after_first_sync() {
+    let (e, _, _) = env().with_pods();
+    e.bridge
+        .add_port("stale-tap", &[("antrea-type", "traffic-control")], None);
+    e.bridge
+        .add_port("kept", &[("antrea-type", "traffic-control")], None);
+    e.bridge.add_port("someone-elses", &[], None);
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("kept"))));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.c.sweep_orphans(), vec!["stale-tap".to_string()]);
+    let names = e.bridge.names();
+    assert!(!names.contains("stale-tap"));
+    assert!(names.contains("kept") && names.contains("someone-elses"));
+}
+
+#[test]
+fn fix_restart_rebuilds_from_ovsdb_without_recreating_ports() {
+    let (e, a, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    e.bridge.take_log();
+    // A new controller (tether restarted) over the same OVSDB and stores.
+    let flows = Arc::new(FakeFlows::new());
+    let c2 = TcController::new(e.stores.clone(), e.bridge.clone(), flows.clone());
+    c2.restore_no_flood().unwrap();
+    let t = e.ofport("t1");
+    assert!(flows.no_flood.lock().unwrap().contains(&t));
+    c2.sync("tc1").unwrap();
+    assert!(e.bridge.take_log().is_empty(), "no port created or deleted");
+    assert_eq!(
+        flows.of(c2.owner_of("tc1")),
+        expect(&[a], t, TcDirection::Both, TcAction::Mirror)
+    );
+    assert!(c2.sweep_orphans().is_empty());
+}
+
+// ---- Failure isolation -----------------------------------------------------------------
+
+#[test]
+fn invalid_tc_is_reported_and_removes_what_it_had() {
+    let (e, _, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    e.c.sync("tc1").unwrap();
+    e.stores.traffic_controls.apply(tc(
+        "tc1",
+        spec(
+            app_a(),
+            "Both",
+            "Mirror",
+            json!({"vxlan": {"remoteIP": "1.1.1.1", "vni": 16777216}}),
+        ),
+    ));
+    let err = e.c.sync("tc1").unwrap_err();
+    assert!(matches!(err, SyncError::Invalid(_)));
+    assert!(
+        err.to_string().contains("spec.targetPort.vxlan.vni"),
+        "{err}"
+    );
+    assert!(e.marks("tc1").is_empty());
+    assert!(!e.bridge.names().contains("t1"));
+    assert_eq!(
+        e.c.status()[0].last_error.as_deref(),
+        Some(err.to_string().as_str())
+    );
+}
+
+#[test]
+fn refused_port_fails_only_its_tc() {
+    let (e, a, _) = env().with_pods();
+    e.bridge.refuse.lock().unwrap().insert(
+        "missing0".into(),
+        "could not open network device missing0 (No such device)".into(),
+    );
+    e.stores.traffic_controls.apply(tc(
+        "bad",
+        spec(app_a(), "Both", "Mirror", device("missing0")),
+    ));
+    e.stores.traffic_controls.apply(tc_at(
+        "good",
+        "2026-11-30T10:00:00Z",
+        spec(app_a(), "Both", "Mirror", device("t1")),
+    ));
+    let err = e.c.sync("bad").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "port missing0: ovs could not add interface \"missing0\" (ofport -1): could not open network device missing0 (No such device)"
+    );
+    e.c.sync("good").unwrap();
+    // "bad" is older but invalid at the OVS level; it still claims the Pod (it is valid as a
+    // spec), so "good" is an alternative: no flows, but it synced without error.
+    assert!(e.marks("good").is_empty());
+    let _ = a;
+}
+
+#[test]
+fn openflow_error_fails_only_that_sync() {
+    let (e, _, _) = env().with_pods();
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
+    *e.flows.fail.lock().unwrap() = Some(OfError::Switch {
+        name: "OFPBAC_BAD_OUT_PORT".into(),
+        type_: 2,
+        code: 4,
+        failed: "FLOW_MOD".into(),
+    });
+    assert!(matches!(e.c.sync("tc1"), Err(SyncError::Flows(_))));
+    *e.flows.fail.lock().unwrap() = None;
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.marks("tc1").len(), 2);
+    assert_eq!(e.c.status()[0].last_error, None);
+}
