@@ -21,6 +21,10 @@ pub trait OvsBridge: Send + Sync {
         port: &str,
         ids: &BTreeMap<String, String>,
     ) -> Result<(), OvsdbError>;
+    /// One of the Bridge row's external_ids, read fresh (e.g. a recorded takeover step).
+    fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError>;
+    /// Set (`Some`) or remove (`None`) one of the Bridge row's external_ids.
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError>;
 }
 
 impl OvsBridge for ovsdb::Bridge {
@@ -46,5 +50,16 @@ impl OvsBridge for ovsdb::Bridge {
         ids: &BTreeMap<String, String>,
     ) -> Result<(), OvsdbError> {
         ovsdb::Bridge::set_port_external_ids(self, port, ids)
+    }
+
+    fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
+        self.external_id(key)
+    }
+
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        match value {
+            Some(v) => self.set_external_id(key, v),
+            None => self.remove_external_id(key),
+        }
     }
 }

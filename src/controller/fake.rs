@@ -20,6 +20,8 @@ pub struct FakeBridge {
     pub log: Mutex<Vec<String>>,
     /// Ports OVS "cannot open": created with ofport -1 and this error.
     pub refuse: Mutex<BTreeMap<String, String>>,
+    /// The Bridge row's external_ids.
+    pub bridge_ids: Mutex<BTreeMap<String, String>>,
 }
 
 impl FakeBridge {
@@ -162,6 +164,19 @@ impl OvsBridge for FakeBridge {
             })?;
         p.external_ids = ids.clone();
         lock(&self.log).push(format!("set_external_ids {port}"));
+        Ok(())
+    }
+
+    fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
+        Ok(lock(&self.bridge_ids).get(key).cloned())
+    }
+
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        let mut ids = lock(&self.bridge_ids);
+        match value {
+            Some(v) => ids.insert(key.to_string(), v.to_string()),
+            None => ids.remove(key),
+        };
         Ok(())
     }
 }

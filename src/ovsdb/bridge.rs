@@ -531,6 +531,19 @@ impl Bridge {
         Ok(())
     }
 
+    /// Remove one of the bridge's external_ids (absent is fine).
+    pub fn remove_external_id(&self, key: &str) -> Result<(), OvsdbError> {
+        self.client.transact(&[Op::Mutate {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(&self.uuid)],
+            mutations: vec![Mutation::delete(
+                "external_ids",
+                Datum::set(vec![Atom::str(key)]),
+            )],
+        }])?;
+        Ok(())
+    }
+
     /// The bridge's ports from the replica (Antrea's `GetPortList`).
     pub fn list_ports(&self) -> Vec<PortData> {
         self.client.with_replica(|r| {
