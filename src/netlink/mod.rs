@@ -26,7 +26,10 @@
 //!   `promote_secondaries` is set, so addresses are deleted secondaries-first.
 //! * `RTM_GETLINK` by `IFLA_IFNAME` also matches alternative names, so a link can be "found"
 //!   under a name it does not carry as its primary name; [`Link::name`] is the real one.
-//! * renaming a link onto a name that is another link's name or altname is `EEXIST`.
+//! * renaming a link onto a name that is another link's name or altname is `EEXIST`; the
+//!   kernel keeps no altname for the old name by itself (udev may add one);
+//! * renaming a link rewrites its IPv4 labels: the first address takes the new name, later
+//!   ones `<new>:<alias>` or, without an alias, `<new>:<position>` (`inetdev_changename`).
 
 mod fake;
 mod moving;

@@ -26,6 +26,13 @@
 //! "Already there" is success for an add and "not there" is success for a delete; such
 //! steps changed nothing and are not undone. The inverse of a plan ([`Plan::inverse`]) is
 //! every step inverted, in reverse order: an exact undo while both links exist.
+//!
+//! One thing a rollback cannot re-create exactly: IPv4 labels the kernel invented. Renaming
+//! a link relabels its IPv4 addresses (the first gets the new name, an unlabelled later one
+//! `<new>:<position>`, e.g. `eth1~:3`); the plan, made from the configuration captured
+//! before the rename, re-adds such an address to the renamed link as plain `eth1~`. Labels
+//! are cosmetic aliases; the restore path (capture the target, move back to the NIC after
+//! renaming it back) re-creates the original labels exactly.
 
 use std::fmt;
 
