@@ -562,3 +562,90 @@ fn link_holding_finds_the_owner() {
     );
     assert_eq!(f.link_holding(ip("192.0.2.99")).unwrap(), None);
 }
+
+fn one_route_plan(prefsrc: &str) -> (FakeLinks, Plan) {
+    let f = FakeLinks::new();
+    let i = f.add_link("eth1", MAC, 1500, true);
+    let mut r = Route::new(Prefix::new(ip("2001:db8:3::"), 48), i);
+    r.prefsrc = Some(ip(prefsrc));
+    let step = tether::netlink::Step {
+        ifindex: i,
+        link: "eth1".into(),
+        action: Action::AddRoute(r),
+    };
+    (f, Plan { steps: vec![step] })
+}
+
+#[test]
+fn a_route_with_an_ipv6_source_waits_for_dad() {
+    let (f, plan) = one_route_plan("2001:db8:1::10");
+    // "Invalid source address" while the address is tentative.
+    for n in 0..3 {
+        f.fail_call(
+            n,
+            LinkError::Other {
+                what: "x".into(),
+                errno: 22,
+            },
+        );
+    }
+    apply(&f, &plan).unwrap();
+    let pauses = f
+        .calls()
+        .iter()
+        .filter(|c| **c == Call::Pause(Duration::from_millis(100)))
+        .count();
+    assert_eq!(pauses, 3);
+    assert_eq!(f.routes(1).unwrap().len(), 1);
+
+    // Bounded: 50 retries (5 s), then the error stands.
+    let (f, plan) = one_route_plan("2001:db8:1::10");
+    for n in 0..=50 {
+        f.fail_call(
+            n,
+            LinkError::Other {
+                what: "x".into(),
+                errno: 22,
+            },
+        );
+    }
+    let err = apply(&f, &plan).unwrap_err();
+    assert_eq!(err.failed.error.errno(), Some(22));
+    assert_eq!(
+        f.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::Pause(_)))
+            .count(),
+        50
+    );
+}
+
+#[test]
+fn other_route_errors_are_not_retried() {
+    // An IPv4 source: EINVAL is final.
+    let (f, mut plan) = one_route_plan("2001:db8:1::10");
+    if let Action::AddRoute(r) = &mut plan.steps[0].action {
+        r.dst = Prefix::new(ip("198.51.100.0"), 24);
+        r.prefsrc = Some(ip("192.0.2.10"));
+    }
+    f.fail_call(
+        0,
+        LinkError::Other {
+            what: "x".into(),
+            errno: 22,
+        },
+    );
+    assert!(apply(&f, &plan).is_err());
+    assert_eq!(f.calls().len(), 1);
+    // An IPv6 source but another errno: final too.
+    let (f, plan) = one_route_plan("2001:db8:1::10");
+    f.fail_call(
+        0,
+        LinkError::Other {
+            what: "x".into(),
+            errno: 101,
+        },
+    );
+    assert!(apply(&f, &plan).is_err());
+    assert_eq!(f.calls().len(), 1);
+}

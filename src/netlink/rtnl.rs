@@ -136,6 +136,20 @@ impl Rtnl {
         }
     }
 
+    /// Requests name links by index; when one fails, say which link that was (one more
+    /// request, on the error path only; the index stays if the link is gone).
+    fn named<T>(&self, ifindex: u32, r: Result<T, LinkError>) -> Result<T, LinkError> {
+        r.map_err(|e| match self.link_by_index(ifindex) {
+            Ok(link) => e.map_what(|w| {
+                w.replace(
+                    &format!("link index {ifindex}"),
+                    &format!("link {} (index {ifindex})", link.name),
+                )
+            }),
+            Err(_) => e,
+        })
+    }
+
     fn set_link(&self, what: &str, hdr: LinkHdr, attrs: Vec<Attr>) -> Result<(), LinkError> {
         let body = link_msg(what, hdr, attrs)?;
         self.ack(what, u16::from(Rtm::Setlink), NlmF::empty(), body)
@@ -170,7 +184,8 @@ impl Links for Rtnl {
             flags: LinkFlags::UP.0,
             change: LinkFlags::UP.0,
         };
-        self.set_link(&format!("set link index {ifindex} up"), hdr, Vec::new())
+        let what = format!("set link index {ifindex} up");
+        self.named(ifindex, self.set_link(&what, hdr, Vec::new()))
     }
 
     fn set_down(&self, ifindex: u32) -> Result<(), LinkError> {
@@ -179,20 +194,14 @@ impl Links for Rtnl {
             flags: 0,
             change: LinkFlags::UP.0,
         };
-        self.set_link(&format!("set link index {ifindex} down"), hdr, Vec::new())
+        let what = format!("set link index {ifindex} down");
+        self.named(ifindex, self.set_link(&what, hdr, Vec::new()))
     }
 
     fn set_mtu(&self, ifindex: u32, mtu: u32) -> Result<(), LinkError> {
-        let hdr = LinkHdr {
-            index: ifindex,
-            ..LinkHdr::default()
-        };
         let attrs = vec![(wire::ifla::MTU, mtu.to_ne_bytes().to_vec())];
-        self.set_link(
-            &format!("set mtu {mtu} on link index {ifindex}"),
-            hdr,
-            attrs,
-        )
+        let what = format!("set mtu {mtu} on link index {ifindex}");
+        self.named(ifindex, self.set_link(&what, LinkHdr::on(ifindex), attrs))
     }
 
     fn set_name(&self, ifindex: u32, name: &str) -> Result<(), LinkError> {
@@ -203,12 +212,8 @@ impl Links for Rtnl {
                 detail: "not a valid interface name".into(),
             });
         }
-        let hdr = LinkHdr {
-            index: ifindex,
-            ..LinkHdr::default()
-        };
         let attrs = vec![wire::str_attr(wire::ifla::IFNAME, name)];
-        self.set_link(&what, hdr, attrs)
+        self.named(ifindex, self.set_link(&what, LinkHdr::on(ifindex), attrs))
     }
 
     fn del_altname(&self, ifindex: u32, altname: &str) -> Result<(), LinkError> {
@@ -218,13 +223,10 @@ impl Links for Rtnl {
                 what: what.clone(),
                 detail,
             })?;
-        let hdr = LinkHdr {
-            index: ifindex,
-            ..LinkHdr::default()
-        };
         let attrs = vec![(wire::ifla::PROP_LIST | wire::NLA_F_NESTED, nest)];
-        let body = link_msg(&what, hdr, attrs)?;
-        self.ack(&what, RTM_DELLINKPROP, NlmF::empty(), body)
+        let body = link_msg(&what, LinkHdr::on(ifindex), attrs)?;
+        let r = self.ack(&what, RTM_DELLINKPROP, NlmF::empty(), body);
+        self.named(ifindex, r)
     }
 
     fn addrs(&self, ifindex: Option<u32>) -> Result<Vec<Addr>, LinkError> {
@@ -250,14 +252,16 @@ impl Links for Rtnl {
         let (hdr, attrs) = wire::encode_addr(addr, false);
         let body = addr_msg(&what, hdr, attrs)?;
         let flags = NlmF::CREATE | NlmF::EXCL;
-        self.ack(&what, u16::from(Rtm::Newaddr), flags, body)
+        let r = self.ack(&what, u16::from(Rtm::Newaddr), flags, body);
+        self.named(addr.ifindex, r)
     }
 
     fn del_addr(&self, addr: &Addr) -> Result<(), LinkError> {
         let what = format!("delete address {addr} from link index {}", addr.ifindex);
         let (hdr, attrs) = wire::encode_addr(addr, true);
         let body = addr_msg(&what, hdr, attrs)?;
-        self.ack(&what, u16::from(Rtm::Deladdr), NlmF::empty(), body)
+        let r = self.ack(&what, u16::from(Rtm::Deladdr), NlmF::empty(), body);
+        self.named(addr.ifindex, r)
     }
 
     fn routes(&self, ifindex: u32) -> Result<Vec<Route>, LinkError> {
@@ -281,18 +285,20 @@ impl Links for Rtnl {
     }
 
     fn add_route(&self, route: &Route) -> Result<(), LinkError> {
-        let what = format!("add route {route}");
+        let what = format!("add route {route} on link index {}", route.oif);
         let (hdr, attrs) = wire::encode_route(route);
         let body = route_msg(&what, hdr, attrs)?;
         let flags = NlmF::CREATE | NlmF::EXCL;
-        self.ack(&what, u16::from(Rtm::Newroute), flags, body)
+        let r = self.ack(&what, u16::from(Rtm::Newroute), flags, body);
+        self.named(route.oif, r)
     }
 
     fn del_route(&self, route: &Route) -> Result<(), LinkError> {
-        let what = format!("delete route {route}");
+        let what = format!("delete route {route} on link index {}", route.oif);
         let (hdr, attrs) = wire::encode_route(route);
         let body = route_msg(&what, hdr, attrs)?;
-        self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body)
+        let r = self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body);
+        self.named(route.oif, r)
     }
 }
 
@@ -423,4 +429,17 @@ fn decode_route(m: &Rtmsg) -> Result<Option<Route>, String> {
         flags: m.rtm_flags().bits(),
     };
     wire::decode_route(&hdr, &attrs_of(m.rtattrs()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The controller shares one backend between threads.
+    #[test]
+    fn backends_are_send_and_sync() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Rtnl>();
+        shareable::<crate::netlink::FakeLinks>();
+    }
 }
