@@ -294,6 +294,18 @@ fn missing_links_and_absent_objects_are_typed_errors() {
         assert_eq!(rt.add_addr(&a4).unwrap_err().errno(), Some(errno::EEXIST));
         rt.add_route(&r).unwrap();
         assert!(rt.add_route(&r).unwrap_err().is_exists());
+        // The same destination and metric through another link is "exists" too: why a move
+        // deletes from the source before it adds to the target.
+        let mut other = r.clone();
+        other.oif = rt.link_by_name("peer1").unwrap().index;
+        assert!(rt.add_route(&other).unwrap_err().is_exists());
+        other.metric = 7;
+        rt.add_route(&other).unwrap();
+        let mut r6 = Route::new(Prefix::new(ip("2001:db8:5::"), 48), i);
+        r6.metric = 10;
+        rt.add_route(&r6).unwrap();
+        r6.oif = other.oif;
+        assert!(rt.add_route(&r6).unwrap_err().is_exists());
     });
 }
 
