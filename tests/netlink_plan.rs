@@ -205,6 +205,25 @@ fn long_alias_label_falls_back_to_the_link_name() {
 }
 
 #[test]
+fn labels_not_based_on_the_old_name_are_kept() {
+    let f = scenario();
+    let mut cfg = capture(&f, 1).unwrap();
+    cfg.addrs.truncate(2);
+    cfg.addrs[0].label = Some("eth10".into());
+    cfg.addrs[1].label = Some("web".into());
+    let plan = plan_move(&cfg, None, &f.link_by_index(2).unwrap());
+    let labels: Vec<Option<&str>> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::AddAddr(a) => Some(a.label.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(labels, [Some("eth10"), Some("web")]);
+}
+
+#[test]
 fn inverse_reverses_and_inverts() {
     let f = scenario();
     let cfg = capture(&f, 1).unwrap();

@@ -46,8 +46,8 @@ use std::time::Duration;
 
 pub use fake::{Call, FakeLinks};
 pub use moving::{
-    Action, Applied, ApplyError, NicConfig, Plan, Step, StepError, apply, apply_best_effort,
-    capture, plan_move,
+    Action, Applied, ApplyError, NicConfig, Plan, Step, StepError, TENTATIVE_RETRIES,
+    TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move,
 };
 pub use naming::{IFNAME_MAX, UPLINK_SUFFIX, uplink_name, valid_ifname};
 pub use rtnl::Rtnl;

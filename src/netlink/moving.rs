@@ -11,8 +11,8 @@
 //!    restore path, where undoing would take the NIC's addresses away again.
 //!
 //! Order of a move, and why:
-//! 1. target MTU, then target up (IPv6 addresses cannot be added to a down link's idev
-//!    reliably, and routes through a down link are refused);
+//! 1. target MTU, then target up (both IPv4 and IPv6 refuse a route through a link that is
+//!    down: "Device for nexthop is not up", ENETDOWN);
 //! 2. from the source link, if it still exists: its routes (gateway routes first), then its
 //!    addresses (IPv4 secondaries before their primary: deleting a primary deletes its
 //!    secondaries). This must come before the adds because IPv4 and IPv6 refuse a second
@@ -243,13 +243,16 @@ fn route_order(routes: &[Route]) -> Vec<&Route> {
 }
 
 /// `a` as it should be on `link`: its index, and an IPv4 label re-based from the old link
-/// name to the new one (`eth1:web` → `<new>:web`). A label the kernel would refuse as too
-/// long falls back to the link's name.
+/// name to the new one (`eth1` → `<new>`, `eth1:web` → `<new>:web`; any other label is
+/// kept). A label the kernel would refuse as too long falls back to the link's name.
 fn addr_on(a: &Addr, old_name: &str, link: &Link) -> Addr {
     let mut a = a.clone();
     a.ifindex = link.index;
     if let Some(label) = &a.label {
-        if let Some(suffix) = label.strip_prefix(old_name) {
+        let suffix = label
+            .strip_prefix(old_name)
+            .filter(|s| s.is_empty() || s.starts_with(':'));
+        if let Some(suffix) = suffix {
             let relabelled = format!("{}{suffix}", link.name);
             a.label = Some(if relabelled.len() <= IFNAME_MAX {
                 relabelled
