@@ -8,6 +8,10 @@
 //! dump). Strict checking is on, so the kernel rejects attributes it would otherwise ignore
 //! (Linux ≥ 4.20).
 //!
+//! Replies are awaited without a timeout: the kernel handles an rtnetlink request inside
+//! the `sendmsg` that carries it (a dump continues as neli's thread drains it), so the
+//! answer is already queued, or on its way, when `send` returns.
+//!
 //! Threads: `NlRouter::connect` starts one unnamed background thread (neli's epoll loop; we
 //! cannot name it) that lives as long as the [`Rtnl`]. Requests from several threads are
 //! matched to replies by sequence number, so one `Rtnl` may be shared.
@@ -35,6 +39,8 @@ use super::{LinkError, Links, valid_ifname};
 
 /// `RTM_DELLINKPROP` (`linux/rtnetlink.h`, Linux ≥ 5.5): not among neli's `Rtm` variants.
 const RTM_DELLINKPROP: u16 = 109;
+/// How many times a dump is read when the kernel says it was interrupted.
+const DUMP_ATTEMPTS: usize = 3;
 /// `NLA_F_NESTED | NLA_F_NET_BYTEORDER`: flag bits of an attribute type.
 const NLA_FLAGS: u16 = 0xc000;
 
@@ -63,7 +69,9 @@ impl Rtnl {
     }
 
     /// Send one request and read every reply. `decode` turns each reply body into a value
-    /// (or skips it). Non-dump requests must end with an ACK.
+    /// (or skips it). Non-dump requests must end with an ACK. A dump the kernel marks
+    /// `NLM_F_DUMP_INTR` (the table changed while it was being read, so the result may
+    /// miss or repeat entries) is re-run, up to [`DUMP_ATTEMPTS`] times in all.
     fn exchange<P, T>(
         &self,
         what: &str,
@@ -73,44 +81,56 @@ impl Rtnl {
         mut decode: impl FnMut(&P) -> Result<Option<T>, String>,
     ) -> Result<Vec<T>, LinkError>
     where
-        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug,
+        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug + Clone,
     {
         let dump = flags.contains(NlmF::DUMP);
-        let recv: NlRouterReceiverHandle<Rtm, P> = self
-            .router
-            .send(Rtm::from(ty), flags, NlPayload::Payload(body))
-            .map_err(|e| router_error(what, e))?;
-        let mut out = Vec::new();
-        let mut acked = false;
-        for msg in recv {
-            let msg = msg.map_err(|e| router_error(what, e))?;
-            match msg.nl_payload() {
-                NlPayload::Ack(_) => acked = true,
-                NlPayload::Payload(p) => {
-                    if let Some(v) = decode(p).map_err(|detail| LinkError::Netlink {
-                        what: what.into(),
-                        detail,
-                    })? {
-                        out.push(v);
+        for _ in 0..DUMP_ATTEMPTS {
+            let recv: NlRouterReceiverHandle<Rtm, P> = self
+                .router
+                .send(Rtm::from(ty), flags, NlPayload::Payload(body.clone()))
+                .map_err(|e| router_error(what, e))?;
+            let mut out = Vec::new();
+            let mut acked = false;
+            let mut interrupted = false;
+            for msg in recv {
+                let msg = msg.map_err(|e| router_error(what, e))?;
+                interrupted |= msg.nl_flags().contains(NlmF::DUMP_INTR);
+                match msg.nl_payload() {
+                    NlPayload::Ack(_) => acked = true,
+                    NlPayload::Payload(p) => {
+                        if let Some(v) = decode(p).map_err(|detail| LinkError::Netlink {
+                            what: what.into(),
+                            detail,
+                        })? {
+                            out.push(v);
+                        }
                     }
+                    NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
+                    NlPayload::DumpExtAck(_) | NlPayload::Empty => {}
                 }
-                NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
-                NlPayload::DumpExtAck(_) | NlPayload::Empty => {}
             }
+            if dump && interrupted {
+                log::debug!("netlink dump interrupted, re-reading what=\"{what}\"");
+                continue;
+            }
+            if !dump && !acked {
+                return Err(LinkError::Netlink {
+                    what: what.into(),
+                    detail: "the kernel sent no ACK".into(),
+                });
+            }
+            return Ok(out);
         }
-        if !dump && !acked {
-            return Err(LinkError::Netlink {
-                what: what.into(),
-                detail: "the kernel sent no ACK".into(),
-            });
-        }
-        Ok(out)
+        Err(LinkError::Netlink {
+            what: what.into(),
+            detail: format!("dump interrupted by concurrent changes {DUMP_ATTEMPTS} times"),
+        })
     }
 
     /// A request whose only reply is the ACK.
     fn ack<P>(&self, what: &str, ty: u16, flags: NlmF, body: P) -> Result<(), LinkError>
     where
-        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug,
+        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug + Clone,
     {
         self.exchange(what, ty, flags | NlmF::ACK, body, |_| Ok(None::<()>))
             .map(drop)
