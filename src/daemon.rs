@@ -21,7 +21,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, bounded, never, select, tick};
 
 use crate::config::{Config, Source as SourceKind};
-use crate::controller::bridge::OvsBridge;
+use crate::controller::bridge::{LiveBridge, OvsBridge};
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
 use crate::controller::trafficcontrol::TcController;
@@ -224,7 +224,7 @@ pub fn run(
     let stores = Stores::default();
     let (ev_tx, ev_rx) = bounded(4096);
     let source = start_source(&cfg, &stores, ev_tx)?;
-    let bridge: Arc<dyn OvsBridge> = Arc::new(bridge);
+    let bridge: Arc<dyn OvsBridge> = Arc::new(LiveBridge::new(bridge));
     let flows: Arc<dyn Flows> = of.clone();
     let tc = Arc::new(TcController::new(
         stores.clone(),
