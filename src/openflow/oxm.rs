@@ -383,7 +383,11 @@ impl Match {
     /// rejects value bits outside the mask with `OFPBMC_BAD_WILDCARDS`, OF1.5 §7.2.3.5),
     /// and all-ones masks dropped, so equal matches compare equal.
     pub fn new(fields: Vec<MatchField>) -> Match {
-        let mut fields: Vec<MatchField> = fields.into_iter().map(MatchField::canonical).collect();
+        let mut fields: Vec<MatchField> = fields
+            .into_iter()
+            .flat_map(split_xreg)
+            .map(MatchField::canonical)
+            .collect();
         fields.sort_by(|a, b| a.order().cmp(&b.order()).then_with(|| a.cmp(b)));
         Match { fields }
     }
@@ -434,4 +438,38 @@ impl Match {
         }
         Ok(Match { fields })
     }
+}
+
+/// An `OXM_OF_PKT_REG<n>` (64 bits, OF1.5 §7.2.3.10) as the two 32-bit Nicira registers it
+/// covers (`reg<2n>` is the high half), leaving out a half whose mask is zero; any other
+/// field as it is.
+fn split_xreg(f: MatchField) -> Vec<MatchField> {
+    let MatchField::Other {
+        class: OxmClass::PACKET_REGS,
+        field,
+        hasmask,
+        payload,
+    } = &f
+    else {
+        return vec![f];
+    };
+    let want = if *hasmask { 16 } else { 8 };
+    if payload.len() != want || *field > 7 {
+        return vec![f];
+    }
+    let word =
+        |i: usize| u32::from_be_bytes([payload[i], payload[i + 1], payload[i + 2], payload[i + 3]]);
+    let mut out = Vec::new();
+    for (half, idx) in [(0, field * 2), (4, field * 2 + 1)] {
+        let value = word(half);
+        let mask = if *hasmask { word(8 + half) } else { u32::MAX };
+        if mask != 0 {
+            out.push(MatchField::Reg {
+                idx,
+                value,
+                mask: Some(mask),
+            });
+        }
+    }
+    out
 }
