@@ -36,8 +36,9 @@ const EN: Owner = Owner {
 fn start(sb: &Sandbox, round: u16) -> OfFlows {
     let mut cfg = OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", round);
     cfg.timeout = Duration::from_secs(20);
-    let of = OfFlows::start(cfg).unwrap();
-    of.wait_connected(Duration::from_secs(10)).unwrap();
+    let of = OfFlows::start(cfg).expect("start OfFlows");
+    of.wait_connected(Duration::from_secs(10))
+        .expect("OfFlows connects");
     of
 }
 
@@ -61,7 +62,7 @@ fn add_internal_port(sb: &Sandbox, name: &str) -> u32 {
     sb.vsctl(&["get", "Interface", name, "ofport"])
         .trim()
         .parse()
-        .unwrap()
+        .expect("ofport is a number")
 }
 
 /// Output-table flows as in reference antrea.md §3.3 (mirror, redirect, normal, miss).
@@ -141,9 +142,9 @@ fn sorted(v: impl IntoIterator<Item = impl ToString>) -> Vec<String> {
 fn representative(of: &OfFlows) {
     let mut tc_a = vec![cases::tcp_flow(), cases::v6_flow()];
     tc_a.extend(cases::udp_icmp_flows());
-    of.apply(TC_A, tc_a).unwrap();
-    of.apply(TC_B, output_flows()).unwrap();
-    of.apply(EN, en_flows()).unwrap();
+    of.apply(TC_A, tc_a).expect("apply TC_A");
+    of.apply(TC_B, output_flows()).expect("apply TC_B");
+    of.apply(EN, en_flows()).expect("apply EN");
 }
 
 fn all_expected() -> Vec<String> {
