@@ -200,7 +200,11 @@ fn installs_diffs_and_removes_exactly() {
             .find(|f| f.key.table == d.table_id && f.key.priority == d.priority)
             .unwrap();
         if d.table_id != 1 {
-            assert_eq!(d.instructions, f.value.instructions, "table {}", d.table_id);
+            assert_eq!(
+                d.instructions, *f.value.instructions,
+                "table {}",
+                d.table_id
+            );
         }
     }
 

@@ -28,7 +28,7 @@ use super::flowmod::{
     MultipartRequest, MultipartRequestBody,
 };
 use super::flowset::FlowSet;
-use super::msg::{Body, Msg, Port, PortMod10};
+use super::msg::{Body, ErrorMsg, Msg, Port, PortMod10};
 
 /// What the controllers need from OpenFlow; narrow so a recording fake is easy.
 pub trait Flows: Send + Sync {
@@ -206,9 +206,9 @@ impl Drop for OfFlows {
 impl Flows for OfFlows {
     fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
         let mut st = self.shared.lock();
-        let plan = st.set.plan_apply(owner, flows)?;
+        let mut plan = st.set.plan_apply(owner, flows)?;
         if !plan.is_empty() {
-            self.shared.bundle_mods(&plan.mods)?;
+            self.shared.bundle_mods(std::mem::take(&mut plan.mods))?;
         }
         st.set.commit(plan);
         Ok(())
@@ -216,9 +216,9 @@ impl Flows for OfFlows {
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         let mut st = self.shared.lock();
-        let plan = st.set.plan_remove(owner);
+        let mut plan = st.set.plan_remove(owner);
         if !plan.is_empty() {
-            self.shared.bundle_mods(&plan.mods)?;
+            self.shared.bundle_mods(std::mem::take(&mut plan.mods))?;
         }
         st.set.commit(plan);
         Ok(())
@@ -256,44 +256,73 @@ impl Shared {
 
     fn bundle(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
         let _st = self.lock();
-        self.bundle_mods(&mods)
+        self.bundle_mods(mods)
     }
 
     /// OPEN, ADD…, CLOSE (+ barrier); then COMMIT, or DISCARD if anything was rejected.
-    fn bundle_mods(&self, mods: &[FlowMod]) -> Result<(), OfError> {
+    fn bundle_mods(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
         let id = self.bundle_id.fetch_add(1, Ordering::Relaxed);
         let flags = bundle_flags::ATOMIC | bundle_flags::ORDERED;
         let ctrl = |t| Body::BundleControl(BundleControl::new(id, t, flags));
-        let mut bodies = Vec::with_capacity(mods.len() + 2);
+        let n = mods.len();
+        let mut bodies = Vec::with_capacity(n + 2);
         bodies.push(ctrl(BundleCtrlType::OPEN_REQUEST));
+        // Describing a rejected message needs its flow mod; keep only the few words we log.
+        let mut summaries = Vec::with_capacity(n);
         for m in mods {
+            summaries.push((m.command, m.table_id, m.priority));
             bodies.push(Body::BundleAdd(BundleAdd {
                 bundle_id: id,
                 flags,
                 // The connection sets the inner xid to the BUNDLE_ADD's.
-                msg: Box::new(Msg::new(Version::OF15, 0, Body::FlowMod(m.clone()))),
+                msg: Box::new(Msg::new(Version::OF15, 0, Body::FlowMod(m))),
                 properties: Vec::new(),
             }));
         }
         bodies.push(ctrl(BundleCtrlType::CLOSE_REQUEST));
-        let describe = |i: usize| match i {
+        let describe = |i: usize, e: &ErrorMsg| match i {
             0 => format!("bundle {id} open"),
-            i if i <= mods.len() => describe_mod(&mods[i - 1]),
+            i if i <= n => {
+                let (command, table, priority) = summaries[i - 1];
+                // The switch echoes the failed message; its match is the useful part.
+                let detail = match e.failed_msg().map(|m| m.body) {
+                    Some(Body::BundleAdd(b)) => match b.msg.body {
+                        Body::FlowMod(fm) => format!(" match={:?}", fm.match_),
+                        _ => String::new(),
+                    },
+                    Some(Body::FlowMod(fm)) => format!(" match={:?}", fm.match_),
+                    _ => String::new(),
+                };
+                format!("flow_mod {command} table={table} priority={priority}{detail}")
+            }
             _ => format!("bundle {id} close"),
         };
-        let r = self.transact15(bodies, "bundle")?;
-        if let Err(e) = first_error(&r, describe) {
-            log::warn!("openflow bundle rejected bundle={id} err={e}; discarding");
-            if let Err(d) = self.transact15(vec![ctrl(BundleCtrlType::DISCARD_REQUEST)], "discard")
-            {
-                log::warn!("openflow bundle discard failed bundle={id} err={d}");
+        let r = match self.transact15(bodies, "bundle") {
+            Ok(r) => r,
+            Err(e) => {
+                self.discard(id, flags);
+                return Err(e);
             }
+        };
+        if let Err(e) = first_error_with(&r, describe) {
+            log::warn!("openflow bundle rejected bundle={id} err={e}; discarding");
+            self.discard(id, flags);
             return Err(e);
         }
         let r = self.transact15(vec![ctrl(BundleCtrlType::COMMIT_REQUEST)], "commit")?;
-        first_error(&r, |_| {
-            format!("bundle {id} commit ({} flow mods)", mods.len())
-        })
+        first_error(&r, |_| format!("bundle {id} commit ({n} flow mods)"))
+    }
+
+    /// Best effort: OVS also drops an open bundle when the connection closes.
+    fn discard(&self, id: u32, flags: u16) {
+        let body = Body::BundleControl(BundleControl::new(
+            id,
+            BundleCtrlType::DISCARD_REQUEST,
+            flags,
+        ));
+        if let Err(e) = self.transact15(vec![body], "discard") {
+            log::warn!("openflow bundle discard failed bundle={id} err={e}");
+        }
     }
 
     fn port_mod_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
@@ -334,7 +363,7 @@ impl Shared {
     fn replay_all(&self) -> Result<(), OfError> {
         let st = self.lock();
         let mods = st.set.replay_mods();
-        self.bundle_mods(&mods)?;
+        self.bundle_mods(mods)?;
         log::info!(
             "openflow replayed flows={} owners={}",
             st.set.len(),
@@ -356,22 +385,22 @@ impl Shared {
     }
 }
 
-fn describe_mod(m: &FlowMod) -> String {
-    format!(
-        "flow_mod {} table={} priority={} match={:?}",
-        m.command, m.table_id, m.priority, m.match_
-    )
-}
-
 /// The first switch error of a batch as an [`OfError::Switch`], naming the message.
 fn first_error(r: &Reply, describe: impl Fn(usize) -> String) -> Result<(), OfError> {
+    first_error_with(r, |i, _| describe(i))
+}
+
+fn first_error_with(
+    r: &Reply,
+    describe: impl Fn(usize, &ErrorMsg) -> String,
+) -> Result<(), OfError> {
     match r.errors.first() {
         None => Ok(()),
         Some((i, e)) => Err(OfError::Switch {
             name: e.name(),
             type_: e.type_.0,
             code: e.code,
-            failed: describe(*i),
+            failed: describe(*i, e),
         }),
     }
 }

@@ -370,6 +370,8 @@ struct Pending {
     first: u32,
     barrier: u32,
     reply: Reply,
+    /// A message of the batch could not be encoded; it and the rest were not sent.
+    encode_error: Option<WireError>,
     tx: Sender<Result<Reply, OfError>>,
 }
 
@@ -672,42 +674,55 @@ impl Owner {
         tx: Sender<Result<Reply, OfError>>,
     ) -> Result<(), OfError> {
         let version = self.opts.version;
+        let n =
+            u32::try_from(bodies.len()).map_err(|_| WireError::TooLong { len: bodies.len() })?;
+        // The batch's xids are consecutive, the barrier's last; never wrap inside a batch.
+        if self.next_xid.checked_add(n.saturating_add(1)).is_none() {
+            self.next_xid = 1;
+        }
         let first = self.next_xid;
-        let mut buf = Vec::with_capacity(bodies.len() * 128 + 16);
-        let mut last = first;
-        for body in bodies {
-            let xid = self.xid();
-            last = xid;
-            let mut body = body;
+        let barrier = first + n;
+        self.next_xid = barrier.wrapping_add(1).max(1);
+        link.pending.push(Pending {
+            first,
+            barrier,
+            reply: Reply::default(),
+            encode_error: None,
+            tx,
+        });
+        // Encode and write in chunks, so the switch starts on the first messages while we
+        // encode the rest, and drain what it sends in between, so a large batch whose
+        // messages fail one by one cannot fill both socket buffers and deadlock.
+        let mut buf = Vec::with_capacity(WRITE_CHUNK + 64 * 1024);
+        for (xid, mut body) in (first..).zip(bodies) {
             // OVS requires a bundled message's xid to equal the BUNDLE_ADD's.
             if let Body::BundleAdd(b) = &mut body {
                 b.msg.xid = xid;
             }
             if let Err(e) = Msg::new(version, xid, body).encode(&mut buf) {
-                let _ = tx.send(Err(OfError::Encode(e)));
-                return Ok(());
+                // Stop here; the barrier still goes out so the batch completes, as an error.
+                if let Some(p) = link.pending.iter_mut().find(|p| p.first == first) {
+                    p.encode_error = Some(e);
+                }
+                break;
+            }
+            if buf.len() >= WRITE_CHUNK {
+                self.write_and_drain(link, &buf)?;
+                buf.clear();
             }
         }
-        let barrier = self.xid();
-        debug_assert!(barrier == last.wrapping_add(1) || first == barrier);
         Msg::new(version, barrier, Body::BarrierRequest).encode(&mut buf)?;
-        link.pending.push(Pending {
-            first,
-            barrier,
-            reply: Reply::default(),
-            tx,
-        });
-        // Write in chunks and drain what the switch sends in between, so a large batch
-        // whose messages fail one by one cannot fill both socket buffers and deadlock.
-        for chunk in buf.chunks(WRITE_CHUNK) {
-            link.stream
-                .write_all(chunk)
-                .map_err(|e| self.io_err("write", e))?;
-            while let Ok(inc) = link.incoming.try_recv() {
-                match inc {
-                    Incoming::Msg(m) => self.handle(link, m)?,
-                    Incoming::Closed(e) => return Err(e),
-                }
+        self.write_and_drain(link, &buf)
+    }
+
+    fn write_and_drain(&mut self, link: &mut Link, buf: &[u8]) -> Result<(), OfError> {
+        link.stream
+            .write_all(buf)
+            .map_err(|e| self.io_err("write", e))?;
+        while let Ok(inc) = link.incoming.try_recv() {
+            match inc {
+                Incoming::Msg(m) => self.handle(link, m)?,
+                Incoming::Closed(e) => return Err(e),
             }
         }
         Ok(())
@@ -755,7 +770,10 @@ impl Owner {
             }
             (Body::BarrierReply, Some(i)) if link.pending[i].barrier == m.xid => {
                 let p = link.pending.remove(i);
-                let _ = p.tx.send(Ok(p.reply));
+                let _ = p.tx.send(match p.encode_error {
+                    Some(e) => Err(OfError::Encode(e)),
+                    None => Ok(p.reply),
+                });
             }
             (body, Some(i)) => {
                 let p = &mut link.pending[i];
