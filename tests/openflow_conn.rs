@@ -3,6 +3,9 @@
 //! and the client reconnects; echo requests are answered; a batch's errors come back
 //! attributed to the message that caused them; a silent switch is given up on.
 
+// The fake switch's helpers are test code too (clippy.toml's allowance covers #[test] only).
+#![allow(clippy::unwrap_used)]
+
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
