@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use tether::openflow::OfError;
 use tether::openflow::action::Action;
-use tether::openflow::conn::{Backoff, Keepalive, KeepaliveAction};
 use tether::openflow::consts::{FlowModCommand, TABLE_ALL};
 use tether::openflow::flow::{Category, Flow, Owner, cookie};
 use tether::openflow::flowset::FlowSet;
+use tether::openflow::liveness::{Backoff, Keepalive, KeepaliveAction};
 use tether::openflow::oxm::MatchField;
 
 const A: Owner = Owner {

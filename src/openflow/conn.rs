@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, select};
 
 use super::consts::{MsgType, MsgType10, Version};
+use super::liveness::{Backoff, Keepalive, KeepaliveAction};
 use super::msg::{Body, ErrorMsg, HEADER_LEN, Hello, Msg};
 use super::{OfError, WireError};
 
@@ -195,78 +196,6 @@ impl Drop for Conn {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Exponential backoff between connection attempts; pure, time is the caller's.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    pub fn new(min: Duration, max: Duration) -> Backoff {
-        Backoff {
-            min,
-            max,
-            next: min,
-        }
-    }
-
-    /// The delay before the next attempt; doubles up to `max`.
-    pub fn next_delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    pub fn reset(&mut self) {
-        self.next = self.min;
-    }
-}
-
-/// Echo keepalive; pure, `now` comes from the caller.
-#[derive(Debug, Clone)]
-pub struct Keepalive {
-    interval: Duration,
-    last_rx: Instant,
-    probe_sent: Option<Instant>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeepaliveAction {
-    Nothing,
-    SendEcho,
-    Dead,
-}
-
-impl Keepalive {
-    pub fn new(interval: Duration, now: Instant) -> Keepalive {
-        Keepalive {
-            interval,
-            last_rx: now,
-            probe_sent: None,
-        }
-    }
-
-    /// Anything received proves the peer alive.
-    pub fn received(&mut self, now: Instant) {
-        self.last_rx = now;
-        self.probe_sent = None;
-    }
-
-    pub fn poll(&mut self, now: Instant) -> KeepaliveAction {
-        match self.probe_sent {
-            Some(t) if now.duration_since(t) >= self.interval => KeepaliveAction::Dead,
-            Some(_) => KeepaliveAction::Nothing,
-            None if now.duration_since(self.last_rx) >= self.interval => {
-                self.probe_sent = Some(now);
-                KeepaliveAction::SendEcho
-            }
-            None => KeepaliveAction::Nothing,
-        }
-    }
 }
 
 /// Reads whole messages out of a byte stream, keeping partial ones across read timeouts.
