@@ -1,9 +1,11 @@
 //! The one place OpenFlow touches a socket: a connection to `<rundir>/<bridge>.mgmt`, owned
 //! by one thread (`Conn::start`), plus a helper thread that only reads and frames bytes.
 //! Callers hand the owner a batch of message bodies with a reply channel
-//! ([`Conn::transact`]); the owner assigns xids, encodes the batch and a closing barrier
-//! into one buffer, writes it, and answers when the barrier reply arrives, with every
-//! reply and error attributed to the message (by index) that caused it.
+//! ([`Conn::transact`]); the owner assigns consecutive xids, encodes the batch and a
+//! closing barrier into 128 KiB buffers written as they fill (one syscall per chunk, not
+//! per message, and the switch starts on the first chunk while we encode the next), and
+//! answers when the barrier reply arrives, with every reply and error attributed to the
+//! message (by index) that caused it.
 //!
 //! ```text
 //!   Disconnected{retry_at} ──connect, HELLO exchange ok──► Connected{generation}
