@@ -34,7 +34,8 @@ const EN: Owner = Owner {
 };
 
 fn start(sb: &Sandbox, round: u16) -> OfFlows {
-    let mut cfg = OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", round);
+    let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", round);
+    assert_eq!(cfg.mgmt, sb.mgmt("br-int"));
     cfg.timeout = Duration::from_secs(20);
     let of = OfFlows::start(cfg).expect("start OfFlows");
     of.wait_connected(Duration::from_secs(10))

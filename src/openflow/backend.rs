@@ -59,6 +59,11 @@ pub struct OfFlowsConfig {
 }
 
 impl OfFlowsConfig {
+    /// The bridge's socket under OVS's run directory (`--ovs-rundir`, DESIGN §2).
+    pub fn for_bridge(rundir: &std::path::Path, bridge: &str, round: u16) -> OfFlowsConfig {
+        OfFlowsConfig::new(rundir.join(format!("{bridge}.mgmt")), bridge, round)
+    }
+
     pub fn new(mgmt: PathBuf, name: &str, round: u16) -> OfFlowsConfig {
         OfFlowsConfig {
             mgmt,
