@@ -441,3 +441,44 @@ fn a_bridge_without_openflow15_is_refused_clearly() {
     );
     assert!(!conn.state().0);
 }
+
+#[test]
+fn no_flood_is_reapplied_to_a_port_that_comes_back_late() {
+    if !privileged("no_flood_is_reapplied_to_a_port_that_comes_back_late") {
+        return;
+    }
+    let sb = sandbox();
+    let tc0 = add_internal_port(&sb, "tc0");
+    let of = start(&sb, 1);
+    of.set_no_flood(tc0, true).unwrap();
+    assert_eq!(no_flood_ports(&sb), vec![format!("{tc0}(tc0)")]);
+    // The port is gone while ovs-vswitchd is down (--no-wait: nobody applies the change),
+    // so after the restart the replay finds no port and must keep trying.
+    sb.kill9("ovs-vswitchd");
+    sb.vsctl(&["--no-wait", "del-port", "br-int", "tc0"]);
+    sb.start_vswitchd();
+    of.reconnects()
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(no_flood_ports(&sb), Vec::<String>::new());
+    let request = format!("ofport_request={tc0}");
+    sb.vsctl(&[
+        "add-port",
+        "br-int",
+        "tc0",
+        "--",
+        "set",
+        "Interface",
+        "tc0",
+        "type=internal",
+        &request,
+    ]);
+    wait_for(
+        Duration::from_secs(10),
+        "no-flood on the returning port",
+        || (no_flood_ports(&sb) == vec![format!("{tc0}(tc0)")]).then_some(()),
+    );
+    // Clearing the bit of a port that is gone again is not an error: nothing to clear.
+    sb.vsctl(&["del-port", "br-int", "tc0"]);
+    of.set_no_flood(tc0, false).unwrap();
+}

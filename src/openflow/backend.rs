@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
@@ -31,6 +31,7 @@ use super::flowmod::{
     MultipartRequest, MultipartRequestBody,
 };
 use super::flowset::FlowSet;
+use super::liveness::Backoff;
 use super::msg::{Body, ErrorMsg, Msg, Port, PortMod10};
 
 /// What the controllers need from OpenFlow; narrow so a recording fake is easy.
@@ -142,8 +143,9 @@ impl OfFlows {
         Ok(())
     }
 
-    /// One value (the OF1.5 connection generation) after each completed replay: the
-    /// daemon re-reads ofports then, since a restarted switch may renumber them.
+    /// One value (the OF1.5 connection generation) after each completed flow replay: the
+    /// daemon re-reads ofports then, since a restarted switch may renumber them. No-flood
+    /// is re-applied after it, retried until every wanted port is back.
     pub fn reconnects(&self) -> &Receiver<u64> {
         &self.reconnects
     }
@@ -239,7 +241,12 @@ impl Flows for OfFlows {
 
     fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         let mut st = self.shared.lock();
-        self.shared.port_mod_no_flood(ofport, on)?;
+        match self.shared.port_mod_no_flood(ofport, on) {
+            Ok(()) => {}
+            // Clearing the bit of a port that is gone: nothing left to clear or replay.
+            Err(OfError::PortNotFound { .. }) if !on => {}
+            Err(e) => return Err(e),
+        }
         if on {
             st.no_flood.insert(ofport);
         } else {
@@ -374,6 +381,11 @@ impl Shared {
     }
 
     fn replay_all(&self) -> Result<(), OfError> {
+        self.replay_flows()?;
+        self.replay_no_flood()
+    }
+
+    fn replay_flows(&self) -> Result<(), OfError> {
         let st = self.lock();
         let mods = st.set.replay_mods();
         self.bundle_mods(mods)?;
@@ -382,15 +394,15 @@ impl Shared {
             st.set.len(),
             st.set.owners().count()
         );
-        self.replay_no_flood(&st)
+        Ok(())
     }
 
     /// Re-apply no-flood to every port that wants it; tries all, returns the first error.
-    fn replay_no_flood(&self, st: &State) -> Result<(), OfError> {
+    fn replay_no_flood(&self) -> Result<(), OfError> {
+        let st = self.lock();
         let mut first = None;
         for &p in &st.no_flood {
             if let Err(e) = self.port_mod_no_flood(p, true) {
-                log::warn!("openflow no-flood replay failed port={p} err={e}");
                 first.get_or_insert(e);
             }
         }
@@ -418,30 +430,77 @@ fn first_error_with(
     }
 }
 
+/// Replays after every (re)connect, and retries with backoff until they succeed: after an
+/// ovs-vswitchd restart the management socket answers before every port is back, so a
+/// first no-flood attempt can find its port missing (and a flow replay can race a second
+/// disconnect).
 fn replay_loop(sh: &Shared, stop: &Receiver<()>, reconnects: &Sender<u64>) {
+    let mut flows_due: Option<u64> = None;
+    let mut no_flood_due = false;
+    let mut retry_at: Option<Instant> = None;
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    let mut failures = 0u32;
     loop {
+        let wait = retry_at.map_or(Duration::from_secs(3600), |t| {
+            t.saturating_duration_since(Instant::now())
+        });
         select! {
             recv(stop) -> _ => return,
             recv(sh.of15.events()) -> ev => match ev {
-                Ok(ConnEvent::Connected { generation }) => match sh.replay_all() {
-                    Ok(()) => {
-                        let _ = reconnects.try_send(generation);
-                    }
-                    Err(e) => log::warn!("openflow replay failed generation={generation} err={e}"),
-                },
+                Ok(ConnEvent::Connected { generation }) => {
+                    flows_due = Some(generation);
+                    no_flood_due = true;
+                    retry_at = Some(Instant::now());
+                    backoff.reset();
+                }
                 Ok(ConnEvent::Disconnected { .. }) => {}
                 Err(_) => return,
             },
             recv(sh.of10.events()) -> ev => match ev {
                 Ok(ConnEvent::Connected { .. }) => {
-                    let st = sh.lock();
-                    if let Err(e) = sh.replay_no_flood(&st) {
-                        log::warn!("openflow no-flood replay failed err={e}");
-                    }
+                    no_flood_due = true;
+                    retry_at = Some(Instant::now());
+                    backoff.reset();
                 }
                 Ok(ConnEvent::Disconnected { .. }) => {}
                 Err(_) => return,
             },
+            default(wait) => {}
+        }
+        if retry_at.is_none_or(|t| Instant::now() < t) {
+            continue;
+        }
+        let mut failed = None;
+        if let Some(generation) = flows_due {
+            match sh.replay_flows() {
+                Ok(()) => {
+                    flows_due = None;
+                    let _ = reconnects.try_send(generation);
+                }
+                Err(e) => failed = Some(format!("flows: {e}")),
+            }
+        }
+        if no_flood_due && flows_due.is_none() {
+            match sh.replay_no_flood() {
+                Ok(()) => no_flood_due = false,
+                Err(e) => failed = Some(format!("no-flood: {e}")),
+            }
+        }
+        match failed {
+            None => {
+                failures = 0;
+                retry_at = None;
+            }
+            Some(err) => {
+                // Retries repeat themselves; say it once per streak, then quietly.
+                if failures == 0 {
+                    log::warn!("openflow replay failed, retrying err={err}");
+                } else {
+                    log::debug!("openflow replay retry failed attempt={failures} err={err}");
+                }
+                failures += 1;
+                retry_at = Some(Instant::now() + backoff.next_delay());
+            }
         }
     }
 }
