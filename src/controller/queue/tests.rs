@@ -46,7 +46,9 @@ fn failure_backoff_grows_to_300s_and_resets_on_success() {
     let expected = [5u64, 10, 20, 40, 80, 160, 300, 300];
     q.add(k("a"));
     for (i, secs) in expected.iter().enumerate() {
-        let key = q.try_get().unwrap_or_else(|| panic!("round {i}: key not due"));
+        let key = q
+            .try_get()
+            .unwrap_or_else(|| panic!("round {i}: key not due"));
         let t0 = clock.now();
         q.done(key, Outcome::Failure);
         assert_eq!(q.failures(&k("a")), u32::try_from(i).unwrap() + 1);
@@ -62,7 +64,11 @@ fn failure_backoff_grows_to_300s_and_resets_on_success() {
     let key = q.try_get().unwrap();
     let t0 = clock.now();
     q.done(key, Outcome::Failure);
-    assert_eq!(q.due_at(&k("a")), Some(t0 + Duration::from_secs(5)), "backoff not reset");
+    assert_eq!(
+        q.due_at(&k("a")),
+        Some(t0 + Duration::from_secs(5)),
+        "backoff not reset"
+    );
 }
 
 #[test]
@@ -89,7 +95,10 @@ fn add_after_keeps_the_earliest_deadline() {
 
 #[test]
 fn shutdown_wakes_blocked_workers() {
-    let q: Arc<WorkQueue<String>> = Arc::new(WorkQueue::new(QueueConfig::default(), Arc::new(SystemClock)));
+    let q: Arc<WorkQueue<String>> = Arc::new(WorkQueue::new(
+        QueueConfig::default(),
+        Arc::new(SystemClock),
+    ));
     let workers: Vec<_> = (0..3)
         .map(|i| {
             let q = Arc::clone(&q);
@@ -110,7 +119,10 @@ fn shutdown_wakes_blocked_workers() {
 
 #[test]
 fn blocking_get_hands_out_keys_across_threads_one_at_a_time() {
-    let q: Arc<WorkQueue<u32>> = Arc::new(WorkQueue::new(QueueConfig::default(), Arc::new(SystemClock)));
+    let q: Arc<WorkQueue<u32>> = Arc::new(WorkQueue::new(
+        QueueConfig::default(),
+        Arc::new(SystemClock),
+    ));
     let active = Arc::new(Mutex::new(HashSet::new()));
     let synced = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..4)
@@ -120,7 +132,10 @@ fn blocking_get_hands_out_keys_across_threads_one_at_a_time() {
                 .name(format!("test-worker-{i}"))
                 .spawn(move || {
                     while let Some(key) = q.get() {
-                        assert!(active.lock().unwrap().insert(key), "key {key} synced twice at once");
+                        assert!(
+                            active.lock().unwrap().insert(key),
+                            "key {key} synced twice at once"
+                        );
                         std::thread::yield_now();
                         active.lock().unwrap().remove(&key);
                         synced.fetch_add(1, Ordering::SeqCst);

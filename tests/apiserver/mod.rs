@@ -1,0 +1,1166 @@
+//! A faithful in-process Kubernetes API server for tests and the `kube` benchmark: HTTP/1.1
+//! over a std `TcpListener` on 127.0.0.1:0, optionally TLS (rustls, certificates made by
+//! rcgen at test time, optional client certificates), bearer tokens (401), a global
+//! resourceVersion counter, LIST with limit/continue over consistent snapshots, WATCH from
+//! a resourceVersion with a bounded history (older → 410 as an `ERROR` event, or as HTTP
+//! 410), bookmarks, the field selectors `spec.nodeName=` and `metadata.name=`, 404 for the
+//! CRDs when they are not installed, and one-shot fault injection ([`Fault`]).
+//!
+//! Objects are plain JSON; tests mutate them through [`ApiServer::create`]/`update`/
+//! `delete`, which record watch events like the real server does. Every connection
+//! carries one request and is closed afterwards (`Connection: close`), watch bodies use
+//! real chunked transfer encoding (one event per chunk) so the client's parser is tested.
+
+// Each test crate uses a different part of the server.
+#![allow(dead_code)]
+// Test support: a failed setup step is a failed test, with its location.
+#![allow(clippy::unwrap_used)]
+
+pub mod certs;
+pub mod client;
+
+pub use certs::Certs;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// When a fault applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum On {
+    List,
+    Watch,
+    Any,
+}
+
+/// What a fault does to the request it hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Wait before answering.
+    Delay(Duration),
+    /// Answer with this HTTP status (500, 503…) and a Status body.
+    Status(u16),
+    /// Close the connection without answering.
+    Drop,
+    /// Watch: answer HTTP 410 Gone.
+    HttpGone,
+    /// Watch: send an `ERROR` event with code 410 first, then end the stream.
+    ErrorGone,
+    /// Watch: after `after` events, announce a chunk and cut the connection inside it.
+    CutMidChunk { after: usize },
+    /// Watch: after `after` events, send a line that is not JSON.
+    Garbage { after: usize },
+    /// Watch: after `after` events, send a bare `Status` object line and end.
+    StatusLine { after: usize, code: u16 },
+    /// Watch: end the stream cleanly after `after` events.
+    EndStream { after: usize },
+    /// List: a request with a continue token gets 410 (expired continue).
+    ExpireContinue,
+}
+
+/// A one-shot fault for the next request that matches `on` and `resource` (plural).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub on: On,
+    pub resource: Option<&'static str>,
+    pub action: FaultAction,
+}
+
+impl Fault {
+    pub fn watch(action: FaultAction) -> Fault {
+        Fault {
+            on: On::Watch,
+            resource: None,
+            action,
+        }
+    }
+    pub fn list(action: FaultAction) -> Fault {
+        Fault {
+            on: On::List,
+            resource: None,
+            action,
+        }
+    }
+    pub fn any(action: FaultAction) -> Fault {
+        Fault {
+            on: On::Any,
+            resource: None,
+            action,
+        }
+    }
+}
+
+/// Server options.
+#[derive(Clone)]
+pub struct Options {
+    pub certs: Option<Certs>,
+    /// Ask TLS clients for a certificate (verified against the CA; optional to present).
+    pub client_auth: bool,
+    /// Accepted bearer tokens; empty = anonymous access allowed (unless `require_auth`).
+    pub tokens: Vec<String>,
+    pub require_auth: bool,
+    /// Watch events kept; a watch from before the oldest gets 410.
+    pub history: usize,
+    pub crds_installed: bool,
+    /// Bookmark period on idle watches that asked for bookmarks.
+    pub bookmark_every: Option<Duration>,
+    /// Report "too old" watches as HTTP 410 instead of a 200 + ERROR event.
+    pub gone_as_http: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            certs: None,
+            client_auth: false,
+            tokens: Vec::new(),
+            require_auth: false,
+            history: 1000,
+            crds_installed: true,
+            bookmark_every: Some(Duration::from_millis(200)),
+            gone_as_http: false,
+        }
+    }
+}
+
+struct Hist {
+    rv: u64,
+    resource: String,
+    type_: &'static str,
+    old: Option<Value>,
+    new: Value,
+}
+
+struct Snapshot {
+    rv: u64,
+    items: Vec<Value>,
+}
+
+struct State {
+    rv: u64,
+    objects: BTreeMap<(String, String), Value>,
+    history: VecDeque<Hist>,
+    /// Events with rv <= this are gone from the history.
+    compacted: u64,
+    tokens: Vec<String>,
+    crds_installed: bool,
+    faults: VecDeque<Fault>,
+    snapshots: HashMap<u64, Snapshot>,
+    next_snapshot: u64,
+    requests: Vec<String>,
+}
+
+/// State shared by the connection threads.
+pub struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+    stop: AtomicBool,
+    opts: Options,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    pub watches_opened: AtomicU64,
+    pub bytes_sent: AtomicU64,
+}
+
+/// A running server; dropping it stops it.
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    pub shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+/// Plural resource name and key of a JSON object.
+pub fn resource_of(kind: &str) -> &'static str {
+    match kind {
+        "Pod" => "pods",
+        "Namespace" => "namespaces",
+        "TrafficControl" => "trafficcontrols",
+        "ExternalNode" => "externalnodes",
+        other => panic!("test server does not serve kind {other}"),
+    }
+}
+
+fn resource_static(resource: &str) -> &'static str {
+    match resource {
+        "pods" => "pods",
+        "namespaces" => "namespaces",
+        "trafficcontrols" => "trafficcontrols",
+        _ => "externalnodes",
+    }
+}
+
+fn kind_of(resource: &str) -> (&'static str, &'static str) {
+    match resource {
+        "pods" => ("Pod", "v1"),
+        "namespaces" => ("Namespace", "v1"),
+        "trafficcontrols" => ("TrafficControl", "crd.antrea.io/v1alpha2"),
+        "externalnodes" => ("ExternalNode", "crd.antrea.io/v1alpha1"),
+        _ => ("Unknown", "v1"),
+    }
+}
+
+pub fn key_of(obj: &Value) -> String {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    match obj["metadata"]["namespace"].as_str() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+fn status_body(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        410 => "Gone",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
+
+impl ApiServer {
+    pub fn start(opts: Options) -> ApiServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = opts
+            .certs
+            .as_ref()
+            .map(|c| Arc::new(server_tls(c, opts.client_auth)));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                rv: 1,
+                objects: BTreeMap::new(),
+                history: VecDeque::new(),
+                compacted: 1,
+                tokens: opts.tokens.clone(),
+                crds_installed: opts.crds_installed,
+                faults: VecDeque::new(),
+                snapshots: HashMap::new(),
+                next_snapshot: 1,
+                requests: Vec::new(),
+            }),
+            cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            opts,
+            tls,
+            watches_opened: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+        });
+        let sh = Arc::clone(&shared);
+        let accept = std::thread::Builder::new()
+            .name("apiserver-accept".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if sh.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(sock) = conn else { continue };
+                    let sh = Arc::clone(&sh);
+                    let _ = std::thread::Builder::new()
+                        .name("apiserver-conn".into())
+                        .spawn(move || handle_conn(&sh, sock));
+                }
+            })
+            .unwrap();
+        ApiServer {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    /// `https://127.0.0.1:<port>` or `http://…` without TLS.
+    pub fn url(&self) -> String {
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.state.lock().unwrap()
+    }
+
+    /// The CA that signed the server certificate (TLS servers only).
+    pub fn shared_ca(&self) -> Option<String> {
+        self.shared.opts.certs.as_ref().map(|c| c.ca_pem.clone())
+    }
+
+    fn record(
+        &self,
+        st: &mut State,
+        resource: &str,
+        type_: &'static str,
+        old: Option<Value>,
+        new: Value,
+    ) {
+        st.history.push_back(Hist {
+            rv: st.rv,
+            resource: resource.to_string(),
+            type_,
+            old,
+            new,
+        });
+        while st.history.len() > self.shared.opts.history {
+            let h = st.history.pop_front().unwrap();
+            st.compacted = h.rv;
+        }
+        self.shared.cv.notify_all();
+    }
+
+    /// Create an object (fills uid, resourceVersion, creationTimestamp). Returns it.
+    pub fn create(&self, mut obj: Value) -> Value {
+        let resource = resource_of(obj["kind"].as_str().unwrap());
+        let mut st = self.lock();
+        st.rv += 1;
+        let rv = st.rv;
+        let m = obj["metadata"].as_object_mut().unwrap();
+        m.insert("resourceVersion".into(), json!(rv.to_string()));
+        m.insert("uid".into(), json!(format!("uid-{rv}")));
+        m.entry("creationTimestamp")
+            .or_insert(json!("2026-11-30T09:00:00Z"));
+        let key = key_of(&obj);
+        let prev = st
+            .objects
+            .insert((resource.to_string(), key.clone()), obj.clone());
+        assert!(prev.is_none(), "create of existing {resource} {key}");
+        self.record(&mut st, resource, "ADDED", None, obj.clone());
+        obj
+    }
+
+    /// Replace an existing object (keeps uid and creationTimestamp). Returns it.
+    pub fn update(&self, mut obj: Value) -> Value {
+        let resource = resource_of(obj["kind"].as_str().unwrap());
+        let key = key_of(&obj);
+        let mut st = self.lock();
+        let old = st
+            .objects
+            .get(&(resource.to_string(), key.clone()))
+            .cloned()
+            .expect("update of missing object");
+        st.rv += 1;
+        let rv = st.rv;
+        let m = obj["metadata"].as_object_mut().unwrap();
+        m.insert("resourceVersion".into(), json!(rv.to_string()));
+        m.insert("uid".into(), old["metadata"]["uid"].clone());
+        m.insert(
+            "creationTimestamp".into(),
+            old["metadata"]["creationTimestamp"].clone(),
+        );
+        st.objects.insert((resource.to_string(), key), obj.clone());
+        self.record(&mut st, resource, "MODIFIED", Some(old), obj.clone());
+        obj
+    }
+
+    /// Delete by resource (plural) and key; the DELETED event carries a new resourceVersion.
+    pub fn delete(&self, resource: &str, key: &str) -> Option<Value> {
+        let mut st = self.lock();
+        let mut old = st
+            .objects
+            .remove(&(resource.to_string(), key.to_string()))?;
+        st.rv += 1;
+        let rv = st.rv;
+        let prev = old.clone();
+        old["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.record(&mut st, resource, "DELETED", Some(prev), old.clone());
+        Some(old)
+    }
+
+    pub fn get(&self, resource: &str, key: &str) -> Option<Value> {
+        self.lock()
+            .objects
+            .get(&(resource.to_string(), key.to_string()))
+            .cloned()
+    }
+
+    /// Every object of a resource, by key.
+    pub fn objects(&self, resource: &str) -> BTreeMap<String, Value> {
+        self.lock()
+            .objects
+            .iter()
+            .filter(|((r, _), _)| r == resource)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Forget the whole watch history: every watch from an older version gets 410.
+    pub fn compact(&self) {
+        let mut st = self.lock();
+        st.history.clear();
+        st.compacted = st.rv;
+        st.snapshots.clear();
+        self.shared.cv.notify_all();
+    }
+
+    pub fn set_tokens(&self, tokens: &[&str]) {
+        self.lock().tokens = tokens.iter().map(|s| s.to_string()).collect();
+    }
+
+    pub fn set_crds_installed(&self, installed: bool) {
+        self.lock().crds_installed = installed;
+    }
+
+    pub fn inject(&self, f: Fault) {
+        self.lock().faults.push_back(f);
+        // Open streams pick up stream faults at once.
+        self.shared.cv.notify_all();
+    }
+
+    pub fn pending_faults(&self) -> usize {
+        self.lock().faults.len()
+    }
+
+    /// Request lines served so far (`GET /path?query`, with the auth outcome).
+    pub fn requests(&self) -> Vec<String> {
+        self.lock().requests.clone()
+    }
+
+    /// Stop accepting and end every stream.
+    pub fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.cv.notify_all();
+        let _ = TcpStream::connect(self.addr);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn server_tls(c: &Certs, client_auth: bool) -> rustls::ServerConfig {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(c.server_cert_pem.as_bytes())
+            .map(|c| c.unwrap())
+            .collect();
+    let key = PrivateKeyDer::from_pem_slice(c.server_key_pem.as_bytes()).unwrap();
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = if client_auth {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(c.ca_pem.as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let v =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .unwrap();
+        builder.with_client_cert_verifier(v)
+    } else {
+        builder.with_no_client_auth()
+    };
+    builder.with_single_cert(chain, key).unwrap()
+}
+
+/// A plain or TLS connection.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(t) => &t.sock,
+        }
+    }
+
+    /// Cut the TCP connection without any TLS close_notify or final chunk.
+    fn cut(&self) {
+        let _ = self.tcp().shutdown(Shutdown::Both);
+    }
+
+    fn close(&mut self) {
+        if let Conn::Tls(t) = self {
+            t.conn.send_close_notify();
+            let _ = t.flush();
+        }
+        let _ = self.tcp().shutdown(Shutdown::Both);
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(t) => t.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(t) => t.flush(),
+        }
+    }
+}
+
+struct Req {
+    path: String,
+    query: HashMap<String, String>,
+    bearer: Option<String>,
+    client_cert: bool,
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn read_request(conn: &mut Conn) -> Option<Req> {
+    let mut r = BufReader::new(conn);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let target = line.split_whitespace().nth(1)?.to_string();
+    let mut bearer = None;
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).ok()? == 0 {
+            return None;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("authorization") {
+                bearer = v.trim().strip_prefix("Bearer ").map(str::to_string);
+            }
+        }
+    }
+    let (path, q) = target.split_once('?').unwrap_or((&target, ""));
+    let query = q
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect();
+    Some(Req {
+        path: path.to_string(),
+        query,
+        bearer,
+        client_cert: false,
+    })
+}
+
+fn write_counted(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
+    sh.bytes_sent
+        .fetch_add(data.len() as u64, Ordering::Relaxed);
+    conn.write_all(data)
+}
+
+fn respond(sh: &Shared, conn: &mut Conn, code: u16, body: &Value) {
+    let body = serde_json::to_vec(body).unwrap();
+    let head = format!(
+        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reason_phrase(code),
+        body.len()
+    );
+    let _ = write_counted(sh, conn, head.as_bytes()).and_then(|_| write_counted(sh, conn, &body));
+    let _ = conn.flush();
+    conn.close();
+}
+
+fn status(sh: &Shared, conn: &mut Conn, code: u16, reason: &str, message: &str) {
+    respond(sh, conn, code, &status_body(code, reason, message));
+}
+
+/// (resource plural, namespace) for a collection path, or None (404).
+fn route(path: &str, crds: bool) -> Option<(String, Option<String>)> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group_ok, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => (true, rest.to_vec()),
+        ["apis", "crd.antrea.io", v, rest @ ..] if crds => {
+            let r = rest.last().copied().unwrap_or("");
+            (
+                (r == "trafficcontrols" && *v == "v1alpha2")
+                    || (r == "externalnodes" && *v == "v1alpha1"),
+                rest.to_vec(),
+            )
+        }
+        _ => return None,
+    };
+    if !group_ok {
+        return None;
+    }
+    let core = segs[0] == "api";
+    match rest.as_slice() {
+        [r] => {
+            let ok = if core {
+                matches!(*r, "pods" | "namespaces")
+            } else {
+                true
+            };
+            ok.then(|| (r.to_string(), None))
+        }
+        ["namespaces", ns, r] => {
+            let ok = if core {
+                *r == "pods"
+            } else {
+                *r == "externalnodes"
+            };
+            ok.then(|| (r.to_string(), Some(ns.to_string())))
+        }
+        _ => None,
+    }
+}
+
+/// Parsed field selector: (field, value) pairs that must all hold.
+fn field_selector(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let (f, v) = part
+            .split_once("==")
+            .or_else(|| part.split_once('='))
+            .ok_or_else(|| format!("invalid selector: '{part}'; can't understand '{part}'"))?;
+        if !matches!(f, "spec.nodeName" | "metadata.name" | "metadata.namespace") {
+            return Err(format!("field label not supported: {f}"));
+        }
+        out.push((f.to_string(), v.to_string()));
+    }
+    Ok(out)
+}
+
+fn matches(obj: &Value, ns: &Option<String>, fields: &[(String, String)]) -> bool {
+    if let Some(ns) = ns {
+        if obj["metadata"]["namespace"].as_str() != Some(ns.as_str()) {
+            return false;
+        }
+    }
+    fields.iter().all(|(f, v)| {
+        let got = match f.as_str() {
+            "spec.nodeName" => obj["spec"]["nodeName"].as_str().unwrap_or(""),
+            "metadata.name" => obj["metadata"]["name"].as_str().unwrap_or(""),
+            _ => obj["metadata"]["namespace"].as_str().unwrap_or(""),
+        };
+        got == v
+    })
+}
+
+/// Faults that act on an open watch stream (picked up by streams already open).
+fn is_stream_fault(a: &FaultAction) -> bool {
+    matches!(
+        a,
+        FaultAction::ErrorGone
+            | FaultAction::CutMidChunk { .. }
+            | FaultAction::Garbage { .. }
+            | FaultAction::StatusLine { .. }
+            | FaultAction::EndStream { .. }
+    )
+}
+
+fn take_fault_where(
+    sh: &Shared,
+    on: On,
+    resource: &str,
+    pred: impl Fn(&FaultAction) -> bool,
+) -> Option<FaultAction> {
+    let mut st = sh.state.lock().unwrap();
+    let i = st.faults.iter().position(|f| {
+        (f.on == on || f.on == On::Any)
+            && f.resource.is_none_or(|r| r == resource)
+            && pred(&f.action)
+    })?;
+    let f = st.faults.remove(i)?;
+    st.requests.push(format!("FAULT {resource} {:?}", f.action));
+    Some(f.action)
+}
+
+fn take_fault(sh: &Shared, on: On, resource: &str) -> Option<FaultAction> {
+    take_fault_where(sh, on, resource, |_| true)
+}
+
+fn handle_conn(sh: &Shared, sock: TcpStream) {
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = sock.set_nodelay(true);
+    let mut conn = match &sh.tls {
+        None => Conn::Plain(sock),
+        Some(cfg) => {
+            let Ok(c) = rustls::ServerConnection::new(Arc::clone(cfg)) else {
+                return;
+            };
+            let mut s = rustls::StreamOwned::new(c, sock);
+            while s.conn.is_handshaking() {
+                if s.conn.complete_io(&mut s.sock).is_err() {
+                    // Handshake refused (e.g. the client does not trust our CA).
+                    return;
+                }
+            }
+            Conn::Tls(Box::new(s))
+        }
+    };
+    let client_cert =
+        matches!(&conn, Conn::Tls(t) if t.conn.peer_certificates().is_some_and(|c| !c.is_empty()));
+    let Some(mut req) = read_request(&mut conn) else {
+        return;
+    };
+    req.client_cert = client_cert;
+    serve(sh, &mut conn, &req);
+}
+
+fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
+    let watch = req
+        .query
+        .get("watch")
+        .is_some_and(|v| v == "true" || v == "1");
+    let (authorized, crds) = {
+        let mut st = sh.state.lock().unwrap();
+        let tokens_ok = match &req.bearer {
+            Some(t) => st.tokens.iter().any(|x| x == t),
+            None => false,
+        };
+        let anonymous = st.tokens.is_empty() && !sh.opts.require_auth;
+        let ok = req.client_cert || tokens_ok || anonymous;
+        let q: BTreeMap<_, _> = req.query.iter().collect();
+        st.requests.push(format!(
+            "GET {} {:?} auth={}",
+            req.path,
+            q,
+            if ok { "ok" } else { "denied" }
+        ));
+        (ok, st.crds_installed)
+    };
+    if !authorized {
+        return status(sh, conn, 401, "Unauthorized", "Unauthorized");
+    }
+    let Some((resource, ns)) = route(&req.path, crds) else {
+        return status(
+            sh,
+            conn,
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    };
+    let fields = match field_selector(
+        req.query
+            .get("fieldSelector")
+            .map(String::as_str)
+            .unwrap_or(""),
+    ) {
+        Ok(f) => f,
+        Err(e) => return status(sh, conn, 400, "BadRequest", &e),
+    };
+    let fault = take_fault(sh, if watch { On::Watch } else { On::List }, &resource);
+    let mut stream_fault = None;
+    match fault {
+        Some(FaultAction::Delay(d)) => std::thread::sleep(d),
+        Some(FaultAction::Status(code)) => {
+            return status(
+                sh,
+                conn,
+                code,
+                "InternalError",
+                &format!("injected fault {code}"),
+            );
+        }
+        Some(FaultAction::Drop) => return conn.cut(),
+        Some(FaultAction::HttpGone) if watch => {
+            return status(
+                sh,
+                conn,
+                410,
+                "Expired",
+                "too old resource version (injected)",
+            );
+        }
+        Some(FaultAction::ExpireContinue) if !watch && req.query.contains_key("continue") => {
+            return status(
+                sh,
+                conn,
+                410,
+                "Expired",
+                "The provided continue parameter is too old (injected)",
+            );
+        }
+        Some(FaultAction::ExpireContinue) => {
+            // Not a continued list: keep the fault for the next one.
+            let mut st = sh.state.lock().unwrap();
+            st.requests.pop();
+            st.faults.push_front(Fault {
+                on: On::List,
+                resource: Some(resource_static(&resource)),
+                action: FaultAction::ExpireContinue,
+            });
+        }
+        other => stream_fault = other,
+    }
+    if watch {
+        sh.watches_opened.fetch_add(1, Ordering::SeqCst);
+        serve_watch(sh, conn, req, &resource, &ns, &fields, stream_fault);
+    } else {
+        serve_list(sh, conn, req, &resource, &ns, &fields);
+    }
+}
+
+fn serve_list(
+    sh: &Shared,
+    conn: &mut Conn,
+    req: &Req,
+    resource: &str,
+    ns: &Option<String>,
+    fields: &[(String, String)],
+) {
+    let limit: usize = req
+        .query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    let mut st = sh.state.lock().unwrap();
+    let (snap_id, offset) = match req.query.get("continue") {
+        Some(c) => {
+            let parsed = c
+                .split_once(':')
+                .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<usize>().ok()?)));
+            match parsed {
+                Some((id, off)) if st.snapshots.contains_key(&id) => (id, off),
+                _ => {
+                    drop(st);
+                    return status(
+                        sh,
+                        conn,
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list result.",
+                    );
+                }
+            }
+        }
+        None => {
+            let items: Vec<Value> = st
+                .objects
+                .iter()
+                .filter(|((r, _), o)| r == resource && matches(o, ns, fields))
+                .map(|(_, o)| o.clone())
+                .collect();
+            let id = st.next_snapshot;
+            st.next_snapshot += 1;
+            let rv = st.rv;
+            st.snapshots.insert(id, Snapshot { rv, items });
+            (id, 0)
+        }
+    };
+    let snap = &st.snapshots[&snap_id];
+    let end = if limit == 0 {
+        snap.items.len()
+    } else {
+        (offset + limit).min(snap.items.len())
+    };
+    let items: Vec<Value> = snap.items[offset.min(end)..end].to_vec();
+    let rv = snap.rv;
+    let more = end < snap.items.len();
+    if !more {
+        st.snapshots.remove(&snap_id);
+    }
+    drop(st);
+    let (kind, api_version) = kind_of(resource);
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if more {
+        meta["continue"] = json!(format!("{snap_id}:{end}"));
+    }
+    let body = json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": meta, "items": items});
+    respond(sh, conn, 200, &body);
+}
+
+fn chunk(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
+    write_counted(sh, conn, format!("{:x}\r\n", data.len()).as_bytes())?;
+    write_counted(sh, conn, data)?;
+    write_counted(sh, conn, b"\r\n")?;
+    conn.flush()
+}
+
+fn event_line(type_: &str, obj: &Value) -> Vec<u8> {
+    let mut v = serde_json::to_vec(&json!({"type": type_, "object": obj})).unwrap();
+    v.push(b'\n');
+    v
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_watch(
+    sh: &Shared,
+    conn: &mut Conn,
+    req: &Req,
+    resource: &str,
+    ns: &Option<String>,
+    fields: &[(String, String)],
+    fault: Option<FaultAction>,
+) {
+    let timeout = Duration::from_secs(
+        req.query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(1800),
+    );
+    let bookmarks = req
+        .query
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true");
+    let rv_param = req
+        .query
+        .get("resourceVersion")
+        .cloned()
+        .unwrap_or_default();
+    let (kind, api_version) = kind_of(resource);
+    let started = Instant::now();
+
+    // Too old? Decide before the 200 when configured to answer HTTP 410.
+    let mut cursor: u64;
+    let mut initial: Vec<Vec<u8>> = Vec::new();
+    {
+        let st = sh.state.lock().unwrap();
+        if rv_param.is_empty() || rv_param == "0" {
+            cursor = st.rv;
+            for ((r, _), o) in &st.objects {
+                if r == resource && matches(o, ns, fields) {
+                    initial.push(event_line("ADDED", o));
+                }
+            }
+        } else {
+            cursor = rv_param.parse().unwrap_or(0);
+            if cursor < st.compacted && sh.opts.gone_as_http {
+                let msg = format!("too old resource version: {cursor} ({})", st.compacted);
+                drop(st);
+                return status(sh, conn, 410, "Expired", &msg);
+            }
+        }
+    }
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    if write_counted(sh, conn, head.as_bytes())
+        .and_then(|_| conn.flush())
+        .is_err()
+    {
+        return;
+    }
+    let mut sent = 0usize;
+    let gone_line = |cursor: u64, compacted: u64| {
+        event_line(
+            "ERROR",
+            &status_body(
+                410,
+                "Expired",
+                &format!("too old resource version: {cursor} ({compacted})"),
+            ),
+        )
+    };
+    for line in initial {
+        if chunk(sh, conn, &line).is_err() {
+            return;
+        }
+        sent += 1;
+    }
+    let mut fault = fault;
+    // "after N events" counts from when the fault was picked up.
+    let mut base = 0usize;
+    let mut last_bookmark = Instant::now();
+    loop {
+        if fault.is_none() {
+            fault = take_fault_where(sh, On::Watch, resource, is_stream_fault);
+            base = sent;
+        }
+        let since = sent - base;
+        // Faults that trigger after N events.
+        match &fault {
+            Some(FaultAction::ErrorGone) => {
+                let _ = chunk(sh, conn, &gone_line(cursor, cursor + 1));
+                let _ = chunk(sh, conn, b"");
+                return conn.close();
+            }
+            Some(FaultAction::CutMidChunk { after }) if since >= *after => {
+                let line = event_line(
+                    "ADDED",
+                    &json!({"kind": kind, "metadata": {"name": "partial"}}),
+                );
+                let _ = write_counted(sh, conn, format!("{:x}\r\n", line.len()).as_bytes());
+                let _ = write_counted(sh, conn, &line[..line.len() / 2]);
+                let _ = conn.flush();
+                return conn.cut();
+            }
+            Some(FaultAction::Garbage { after }) if since >= *after => {
+                let _ = chunk(sh, conn, b"this is not json {\n");
+                // The client must give up on this stream; end it like a server would.
+                let _ = chunk(sh, conn, b"");
+                return conn.close();
+            }
+            Some(FaultAction::StatusLine { after, code }) if since >= *after => {
+                let mut l = serde_json::to_vec(&status_body(
+                    *code,
+                    "InternalError",
+                    "injected status line",
+                ))
+                .unwrap();
+                l.push(b'\n');
+                let _ = chunk(sh, conn, &l);
+                let _ = chunk(sh, conn, b"");
+                return conn.close();
+            }
+            Some(FaultAction::EndStream { after }) if since >= *after => {
+                let _ = chunk(sh, conn, b"");
+                return conn.close();
+            }
+            _ => {}
+        }
+        let mut lines = Vec::new();
+        {
+            let mut st = sh.state.lock().unwrap();
+            loop {
+                if sh.stop.load(Ordering::SeqCst) || started.elapsed() >= timeout {
+                    drop(st);
+                    let _ = chunk(sh, conn, b"");
+                    return conn.close();
+                }
+                if cursor < st.compacted {
+                    let l = gone_line(cursor, st.compacted);
+                    drop(st);
+                    let _ = chunk(sh, conn, &l);
+                    let _ = chunk(sh, conn, b"");
+                    return conn.close();
+                }
+                let from = cursor;
+                for h in st.history.iter().filter(|h| h.rv > from) {
+                    cursor = h.rv;
+                    if h.resource != resource {
+                        continue;
+                    }
+                    let was = h.old.as_ref().is_some_and(|o| matches(o, ns, fields));
+                    let is = matches(&h.new, ns, fields);
+                    let t = match (h.type_, was, is) {
+                        ("ADDED", _, true) => "ADDED",
+                        ("MODIFIED", true, true) => "MODIFIED",
+                        ("MODIFIED", false, true) => "ADDED",
+                        ("MODIFIED", true, false) => "DELETED",
+                        ("DELETED", true, _) => "DELETED",
+                        _ => continue,
+                    };
+                    lines.push(event_line(t, &h.new));
+                    // Respect "after N" faults exactly.
+                    if matches!(&fault, Some(FaultAction::CutMidChunk { after } | FaultAction::Garbage { after }
+                        | FaultAction::StatusLine { after, .. } | FaultAction::EndStream { after }) if since + lines.len() >= *after)
+                    {
+                        break;
+                    }
+                }
+                if !lines.is_empty() {
+                    break;
+                }
+                if bookmarks {
+                    if let Some(every) = sh.opts.bookmark_every {
+                        if last_bookmark.elapsed() >= every {
+                            last_bookmark = Instant::now();
+                            cursor = cursor.max(st.rv);
+                            lines.push(event_line(
+                                "BOOKMARK",
+                                &json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": cursor.to_string()}}),
+                            ));
+                            break;
+                        }
+                    }
+                }
+                if fault.is_none()
+                    && st.faults.iter().any(|f| {
+                        f.on != On::List
+                            && f.resource.is_none_or(|r| r == resource)
+                            && is_stream_fault(&f.action)
+                    })
+                {
+                    break;
+                }
+                st = sh.cv.wait_timeout(st, Duration::from_millis(50)).unwrap().0;
+            }
+        }
+        for l in lines {
+            if chunk(sh, conn, &l).is_err() {
+                return;
+            }
+            sent += 1;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers shared by the k8s tests: object builders and client/source setup.
+
+pub fn pod(ns: &str, name: &str, node: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"namespace": ns, "name": name, "labels": labels},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+           "status": {"phase": "Running"}})
+}
+
+pub fn namespace(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+pub fn traffic_control(name: &str, app: &str, vni: u64) -> Value {
+    json!({"apiVersion": "crd.antrea.io/v1alpha2", "kind": "TrafficControl",
+           "metadata": {"name": name},
+           "spec": {"appliedTo": {"podSelector": {"matchLabels": {"app": app}}},
+                    "direction": "Both", "action": "Mirror",
+                    "targetPort": {"vxlan": {"remoteIP": "192.0.2.9", "vni": vni}}}})
+}
+
+pub fn external_node(ns: &str, name: &str, ip: &str) -> Value {
+    json!({"apiVersion": "crd.antrea.io/v1alpha1", "kind": "ExternalNode",
+           "metadata": {"namespace": ns, "name": name},
+           "spec": {"interfaces": [{"name": "eth0", "ips": [ip]}]}})
+}
+
+/// Poll `cond` until it holds; panic with `what` after `limit` (a liveness bound, not a
+/// performance assertion).
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
