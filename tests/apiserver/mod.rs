@@ -230,6 +230,13 @@ fn reason_phrase(code: u16) -> &'static str {
     }
 }
 
+impl Shared {
+    /// The server's test PKI (TLS servers only).
+    pub fn opts_certs(&self) -> Certs {
+        self.opts.certs.clone().expect("not a TLS server")
+    }
+}
+
 impl ApiServer {
     pub fn start(opts: Options) -> ApiServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -422,6 +429,10 @@ impl ApiServer {
         self.lock().faults.push_back(f);
         // Open streams pick up stream faults at once.
         self.shared.cv.notify_all();
+    }
+
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
     }
 
     pub fn pending_faults(&self) -> usize {
