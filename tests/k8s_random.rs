@@ -25,7 +25,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
     fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n as u64).unwrap()
+        usize::try_from(self.next() % n as u64).expect("fits")
     }
     fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
         &v[self.below(v.len())]
@@ -160,7 +160,7 @@ fn random_operations_and_faults_converge() {
                 srv.create(pod(
                     ns,
                     &name,
-                    *rng.pick(&nodes),
+                    rng.pick(&nodes),
                     json!({"app": *rng.pick(&apps)}),
                 ));
                 pod_keys.push(format!("{ns}/{name}"));
@@ -181,7 +181,7 @@ fn random_operations_and_faults_converge() {
                 let name = format!("tc{i}");
                 srv.create(traffic_control(
                     &name,
-                    *rng.pick(&apps),
+                    rng.pick(&apps),
                     rng.below(100) as u64,
                 ));
                 tc_keys.push(name);
