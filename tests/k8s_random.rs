@@ -27,8 +27,8 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         usize::try_from(self.next() % n as u64).expect("fits")
     }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len())]
     }
 }
 
@@ -92,7 +92,7 @@ fn random_operations_and_faults_converge() {
     for i in 0..2000 {
         if rng.below(100) < 4 {
             faults += 1;
-            let resource = *rng.pick(&[Some("pods"), Some("trafficcontrols")]);
+            let resource = rng.pick(&[Some("pods"), Some("trafficcontrols")]);
             let (on, action) = match rng.below(11) {
                 0 => (
                     On::Watch,
@@ -115,7 +115,7 @@ fn random_operations_and_faults_converge() {
                     },
                 ),
                 4 => (On::Watch, FaultAction::HttpGone),
-                5 => (On::Any, FaultAction::Status(*rng.pick(&[500, 503]))),
+                5 => (On::Any, FaultAction::Status(rng.pick(&[500, 503]))),
                 6 => (On::Any, FaultAction::Drop),
                 7 => (
                     On::Any,
@@ -155,17 +155,17 @@ fn random_operations_and_faults_converge() {
         if op < 45 {
             // Pods: create, relabel, move between nodes, delete.
             if pod_keys.is_empty() || op < 20 {
-                let ns = *rng.pick(&["a", "b", "c"]);
+                let ns = rng.pick(&["a", "b", "c"]);
                 let name = format!("p{i}");
                 srv.create(pod(
                     ns,
                     &name,
                     rng.pick(&nodes),
-                    json!({"app": *rng.pick(&apps)}),
+                    json!({"app": rng.pick(&apps)}),
                 ));
                 pod_keys.push(format!("{ns}/{name}"));
             } else if op < 38 {
-                let k = rng.pick(&pod_keys).clone();
+                let k = pod_keys[rng.below(pod_keys.len())].clone();
                 let mut p = srv.get("pods", &k).unwrap();
                 p["metadata"]["labels"]["app"] = json!(rng.pick(&apps));
                 if rng.below(4) == 0 {
@@ -186,7 +186,7 @@ fn random_operations_and_faults_converge() {
                 ));
                 tc_keys.push(name);
             } else if op < 56 {
-                let k = rng.pick(&tc_keys).clone();
+                let k = tc_keys[rng.below(tc_keys.len())].clone();
                 let mut t = srv.get("trafficcontrols", &k).unwrap();
                 // Now and then an invalid VNI: stored with its validation error.
                 let vni = if rng.below(10) == 0 {
