@@ -137,14 +137,18 @@ struct Hist {
     new: Value,
 }
 
+/// A LIST result frozen at one resourceVersion, for continue tokens; items are the
+/// objects' cached JSON, so paging 10,000 objects costs no deep copies.
 struct Snapshot {
     rv: u64,
-    items: Vec<Value>,
+    items: Vec<Arc<Vec<u8>>>,
 }
 
 struct State {
     rv: u64,
     objects: BTreeMap<(String, String), Value>,
+    /// Each object's JSON, kept next to it (LIST pages are built from these).
+    encoded: HashMap<(String, String), Arc<Vec<u8>>>,
     history: VecDeque<Hist>,
     /// Events with rv <= this are gone from the history.
     compacted: u64,
@@ -249,6 +253,7 @@ impl ApiServer {
             state: Mutex::new(State {
                 rv: 1,
                 objects: BTreeMap::new(),
+                encoded: HashMap::new(),
                 history: VecDeque::new(),
                 compacted: 1,
                 tokens: opts.tokens.clone(),
@@ -341,9 +346,10 @@ impl ApiServer {
         m.entry("creationTimestamp")
             .or_insert(json!("2026-11-30T09:00:00Z"));
         let key = key_of(&obj);
-        let prev = st
-            .objects
-            .insert((resource.to_string(), key.clone()), obj.clone());
+        let id = (resource.to_string(), key.clone());
+        st.encoded
+            .insert(id.clone(), Arc::new(serde_json::to_vec(&obj).unwrap()));
+        let prev = st.objects.insert(id, obj.clone());
         assert!(prev.is_none(), "create of existing {resource} {key}");
         self.record(&mut st, resource, "ADDED", None, obj.clone());
         obj
@@ -368,7 +374,10 @@ impl ApiServer {
             "creationTimestamp".into(),
             old["metadata"]["creationTimestamp"].clone(),
         );
-        st.objects.insert((resource.to_string(), key), obj.clone());
+        let id = (resource.to_string(), key);
+        st.encoded
+            .insert(id.clone(), Arc::new(serde_json::to_vec(&obj).unwrap()));
+        st.objects.insert(id, obj.clone());
         self.record(&mut st, resource, "MODIFIED", Some(old), obj.clone());
         obj
     }
@@ -376,9 +385,9 @@ impl ApiServer {
     /// Delete by resource (plural) and key; the DELETED event carries a new resourceVersion.
     pub fn delete(&self, resource: &str, key: &str) -> Option<Value> {
         let mut st = self.lock();
-        let mut old = st
-            .objects
-            .remove(&(resource.to_string(), key.to_string()))?;
+        let id = (resource.to_string(), key.to_string());
+        let mut old = st.objects.remove(&id)?;
+        st.encoded.remove(&id);
         st.rv += 1;
         let rv = st.rv;
         let prev = old.clone();
@@ -612,13 +621,16 @@ fn write_counted(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
 }
 
 fn respond(sh: &Shared, conn: &mut Conn, code: u16, body: &Value) {
-    let body = serde_json::to_vec(body).unwrap();
+    respond_bytes(sh, conn, code, &serde_json::to_vec(body).unwrap());
+}
+
+fn respond_bytes(sh: &Shared, conn: &mut Conn, code: u16, body: &[u8]) {
     let head = format!(
         "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         reason_phrase(code),
         body.len()
     );
-    let _ = write_counted(sh, conn, head.as_bytes()).and_then(|_| write_counted(sh, conn, &body));
+    let _ = write_counted(sh, conn, head.as_bytes()).and_then(|_| write_counted(sh, conn, body));
     let _ = conn.flush();
     conn.close();
 }
@@ -889,11 +901,11 @@ fn serve_list(
             }
         }
         None => {
-            let items: Vec<Value> = st
+            let items: Vec<Arc<Vec<u8>>> = st
                 .objects
                 .iter()
                 .filter(|((r, _), o)| r == resource && matches(o, ns, fields))
-                .map(|(_, o)| o.clone())
+                .map(|(id, _)| Arc::clone(&st.encoded[id]))
                 .collect();
             let id = st.next_snapshot;
             st.next_snapshot += 1;
@@ -908,20 +920,33 @@ fn serve_list(
     } else {
         (offset + limit).min(snap.items.len())
     };
-    let items: Vec<Value> = snap.items[offset.min(end)..end].to_vec();
+    let items: Vec<Arc<Vec<u8>>> = snap.items[offset.min(end)..end].to_vec();
     let rv = snap.rv;
     let more = end < snap.items.len();
-    if !more {
-        st.snapshots.remove(&snap_id);
-    }
+    let finished = if more {
+        None
+    } else {
+        st.snapshots.remove(&snap_id)
+    };
     drop(st);
+    drop(finished);
     let (kind, api_version) = kind_of(resource);
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if more {
         meta["continue"] = json!(format!("{snap_id}:{end}"));
     }
-    let body = json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": meta, "items": items});
-    respond(sh, conn, 200, &body);
+    let head = json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": meta});
+    let mut body = serde_json::to_vec(&head).unwrap();
+    body.pop(); // the closing brace: append the items, then close.
+    body.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(item);
+    }
+    body.extend_from_slice(b"]}");
+    respond_bytes(sh, conn, 200, &body);
 }
 
 fn chunk(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
