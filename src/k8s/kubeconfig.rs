@@ -280,6 +280,19 @@ pub fn parse_kubeconfig(
     })
 }
 
+/// The source DESIGN §2 prescribes: the kubeconfig when one is given, else in-cluster
+/// config when its files exist, else an error saying what to pass.
+pub fn discover(kubeconfig: Option<&Path>) -> Result<ClusterConfig, KubeError> {
+    match kubeconfig {
+        Some(p) => load_kubeconfig(p, None),
+        None if in_cluster_available() => in_cluster(),
+        None => Err(config_err(
+            "API server",
+            "no --kubeconfig or --manifests given and no in-cluster service account found",
+        )),
+    }
+}
+
 /// True when the in-cluster service-account files and environment exist.
 pub fn in_cluster_available() -> bool {
     std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
