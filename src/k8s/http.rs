@@ -9,7 +9,7 @@
 //! address, so SNI and certificate verification use the override name (the Host header
 //! carries it too, which the API server ignores).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -349,6 +349,9 @@ fn map_ureq_error(e: ureq::Error, server: &str, path: &str) -> KubeError {
     }
 }
 
+/// Largest watch event accepted (the API server's own request limit is 3 MiB per object).
+const MAX_EVENT: u64 = 64 << 20;
+
 /// An open watch response body, read line by line.
 pub struct WatchStream {
     reader: BufReader<ureq::BodyReader<'static>>,
@@ -360,17 +363,26 @@ impl WatchStream {
     pub fn next_line(&mut self) -> Option<Result<Vec<u8>, KubeError>> {
         loop {
             let mut line = Vec::new();
-            match self.reader.read_until(b'\n', &mut line) {
+            match (&mut self.reader)
+                .take(MAX_EVENT)
+                .read_until(b'\n', &mut line)
+            {
                 Ok(0) => return None,
-                Ok(_) => {
+                Ok(n) => {
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
                     if line.last() != Some(&b'\n') {
-                        // EOF in the middle of a line: the stream was cut.
+                        // EOF in the middle of a line: the stream was cut; or a line
+                        // that never ends, which would otherwise eat all memory.
+                        let detail = if n as u64 >= MAX_EVENT {
+                            format!("event longer than {MAX_EVENT} bytes")
+                        } else {
+                            "stream ended inside an event".to_string()
+                        };
                         return Some(Err(KubeError::Transport {
                             what: format!("watch from {}", self.server),
-                            detail: "stream ended inside an event".to_string(),
+                            detail,
                         }));
                     }
                     return Some(Ok(line));
