@@ -88,6 +88,7 @@ fn cluster(url: &str, ca: &str) -> ClusterConfig {
         insecure_skip_tls_verify: false,
         credentials: Credentials::None,
         namespace: None,
+        client_cert_files: None,
     }
 }
 

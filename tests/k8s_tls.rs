@@ -181,3 +181,40 @@ fn expired_token_then_rotated_token_file_recovers() {
     src.stop();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn rotated_client_certificate_files_are_picked_up() {
+    let srv = tls_server(&["127.0.0.1"], true, &["a-token-nobody-has"]);
+    let certs = srv.shared.opts_certs();
+    let dir = temp_dir("cert-rotation");
+    // Start with a certificate the server does not accept.
+    std::fs::write(dir.join("client.pem"), &certs.stranger_cert_pem).unwrap();
+    std::fs::write(dir.join("client.key"), &certs.stranger_key_pem).unwrap();
+    std::fs::write(dir.join("ca.pem"), &certs.ca_pem).unwrap();
+    let kc = format!(
+        "current-context: vm\nclusters:\n- name: c\n  cluster: {{server: '{}', certificate-authority: ca.pem}}\nusers:\n- name: node\n  user: {{client-certificate: client.pem, client-key: client.key}}\ncontexts:\n- name: vm\n  context: {{cluster: c, user: node}}\n",
+        srv.url()
+    );
+    std::fs::write(dir.join("kubeconfig"), kc).unwrap();
+    let cc = load_kubeconfig(&dir.join("kubeconfig"), None).unwrap();
+    assert_eq!(
+        cc.client_cert_files,
+        Some((dir.join("client.pem"), dir.join("client.key")))
+    );
+    let (src, stores, rx) = start(&cc, &[Kind::Namespace]);
+    wait_until("rejected certificate reported", LIMIT, || {
+        errors(&src, Kind::Namespace).0 >= 2
+    });
+    let (_, err) = errors(&src, Kind::Namespace);
+    assert!(
+        err.starts_with(&format!("TLS with {} failed: ", srv.url())),
+        "{err}"
+    );
+    // The kubelet writes the renewed pair; the failure made the client re-read the files.
+    std::fs::write(dir.join("client.key"), &certs.client_key_pem).unwrap();
+    std::fs::write(dir.join("client.pem"), &certs.client_cert_pem).unwrap();
+    wait_synced(&rx, Kind::Namespace);
+    assert_eq!(stores.namespaces.len(), 1);
+    src.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

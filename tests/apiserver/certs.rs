@@ -15,8 +15,10 @@ pub struct Certs {
     pub server_key_pem: String,
     pub client_cert_pem: String,
     pub client_key_pem: String,
-    /// A CA that signed nothing here.
+    /// A CA the server does not trust, and a client certificate it signed.
     pub other_ca_pem: String,
+    pub stranger_cert_pem: String,
+    pub stranger_key_pem: String,
 }
 
 fn ca(cn: &str) -> (rcgen::Certificate, KeyPair) {
@@ -32,7 +34,7 @@ impl Certs {
     /// `server_names`: DNS names and IP literals for the server certificate's SANs.
     pub fn new(server_names: &[&str]) -> Certs {
         let (ca_cert, ca_key) = ca("tether test CA");
-        let (other, _) = ca("unrelated CA");
+        let (other, other_key) = ca("unrelated CA");
 
         let srv_key = KeyPair::generate().unwrap();
         let names: Vec<String> = server_names.iter().map(|s| s.to_string()).collect();
@@ -49,6 +51,12 @@ impl Certs {
         cp.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let cli = cp.signed_by(&cli_key, &ca_cert, &ca_key).unwrap();
 
+        let str_key = KeyPair::generate().unwrap();
+        let mut stp = CertificateParams::new(Vec::<String>::new()).unwrap();
+        stp.distinguished_name.push(DnType::CommonName, "stranger");
+        stp.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let stranger = stp.signed_by(&str_key, &other, &other_key).unwrap();
+
         Certs {
             ca_pem: ca_cert.pem(),
             server_cert_pem: srv.pem(),
@@ -56,6 +64,8 @@ impl Certs {
             client_cert_pem: cli.pem(),
             client_key_pem: cli_key.serialize_pem(),
             other_ca_pem: other.pem(),
+            stranger_cert_pem: stranger.pem(),
+            stranger_key_pem: str_key.serialize_pem(),
         }
     }
 }

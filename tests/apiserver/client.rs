@@ -23,6 +23,7 @@ pub fn cluster_config(srv: &ApiServer, credentials: Credentials) -> ClusterConfi
         insecure_skip_tls_verify: false,
         credentials,
         namespace: None,
+        client_cert_files: None,
     }
 }
 
