@@ -140,10 +140,11 @@ fn flip(stores: &Stores, c: &TcController, i: usize, to: usize) {
     }
 }
 
-fn pct(v: &mut [f64], p: f64) -> f64 {
+/// Nearest-rank percentile, `hundredths` = 50 for p50, 99 for p99.
+fn pct(v: &mut [f64], hundredths: usize) -> f64 {
     v.sort_by(f64::total_cmp);
-    let idx = ((v.len() as f64 - 1.0) * p).round();
-    v[usize::try_from(idx as i64).unwrap_or(0)]
+    let rank = (v.len() * hundredths).div_ceil(100).max(1);
+    v[rank - 1]
 }
 
 fn label_flips(sb: &common::Sandbox) {
@@ -179,8 +180,8 @@ fn label_flips(sb: &common::Sandbox) {
         sb.ofctl(&["-O", "OpenFlow15", "--bundle", "add-flows", "br-flip", f.to_str().unwrap()]);
         base.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    let (p50, p99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
-    let (b50, b99) = (pct(&mut base, 0.5), pct(&mut base, 0.99));
+    let (p50, p99) = (pct(&mut lat, 50), pct(&mut lat, 99));
+    let (b50, b99) = (pct(&mut base, 50), pct(&mut base, 99));
     println!("bench tc_label_flip_p50: tether={p50:.2}ms baseline={b50:.2}ms ratio={:.2}", p50 / b50);
     println!("bench tc_label_flip_p99: tether={p99:.2}ms baseline={b99:.2}ms ratio={:.2}", p99 / b99);
 }
