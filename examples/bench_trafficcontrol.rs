@@ -22,7 +22,9 @@ use tether::controller::interfaces::Interfaces;
 use tether::controller::trafficcontrol::TcController;
 use tether::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
 use tether::openflow::{Flow, Flows, OfError, OfFlows, OfFlowsConfig, Owner};
-use tether::ovsdb::{self, Client, ClientOptions, OvsdbError, PortData, PortKind, PortSpec, Remote, Uuid};
+use tether::ovsdb::{
+    self, Client, ClientOptions, OvsdbError, PortData, PortKind, PortSpec, Remote, Uuid,
+};
 
 const PODS: usize = 5000;
 const TCS: usize = 1000;
@@ -47,16 +49,23 @@ fn decode<T: Resource>(v: Value) -> T {
 }
 
 fn mac(i: usize) -> String {
-    format!("02:00:00:{:02x}:{:02x}:{:02x}", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff)
+    format!(
+        "02:00:00:{:02x}:{:02x}:{:02x}",
+        (i >> 16) & 0xff,
+        (i >> 8) & 0xff,
+        i & 0xff
+    )
 }
 
 fn pod_port(i: usize) -> PortSpec {
-    PortSpec::new(&format!("p{i}"), PortKind::Other("dummy".into())).with_external_ids(BTreeMap::from([
-        ("container-id".to_string(), format!("c{i}")),
-        ("pod-name".to_string(), format!("p{i}")),
-        ("pod-namespace".to_string(), "bench".to_string()),
-        ("attached-mac".to_string(), mac(i)),
-    ]))
+    PortSpec::new(&format!("p{i}"), PortKind::Other("dummy".into())).with_external_ids(
+        BTreeMap::from([
+            ("container-id".to_string(), format!("c{i}")),
+            ("pod-name".to_string(), format!("p{i}")),
+            ("pod-namespace".to_string(), "bench".to_string()),
+            ("attached-mac".to_string(), mac(i)),
+        ]),
+    )
 }
 
 fn vm_hwm_mb(pid: u32) -> f64 {
@@ -68,26 +77,58 @@ fn vm_hwm_mb(pid: u32) -> f64 {
 }
 
 fn mark_flows(sb: &common::Sandbox, bridge: &str) -> usize {
-    sb.ofctl(&["-O", "OpenFlow15", "--no-stats", "dump-flows", bridge, "table=3,cookie=0x10000000000/0xff0000000000"])
-        .lines()
-        .filter(|l| l.contains("priority=200"))
-        .count()
+    sb.ofctl(&[
+        "-O",
+        "OpenFlow15",
+        "--no-stats",
+        "dump-flows",
+        bridge,
+        "table=3,cookie=0x10000000000/0xff0000000000",
+    ])
+    .lines()
+    .filter(|l| l.contains("priority=200"))
+    .count()
 }
 
 fn cold_start(sb: &common::Sandbox) {
-    let client = Arc::new(Client::connect(Remote::parse(&sb.db_remote()).unwrap(), ClientOptions::default(), Duration::from_secs(10)).unwrap());
+    let client = Arc::new(
+        Client::connect(
+            Remote::parse(&sb.db_remote()).unwrap(),
+            ClientOptions::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap(),
+    );
     let br = ovsdb::Bridge::ensure(client.clone(), "br-int", "netdev").unwrap();
     let specs: Vec<PortSpec> = (0..PODS).map(pod_port).collect();
     br.create_ports(&specs, true).unwrap();
     let dir = sb.dir().join("manifests");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut items = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})];
+    let mut items =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})];
     items.extend((0..PODS).map(|i| pod_json(i, i % TCS)));
     items.extend((0..TCS).map(tc_json));
-    std::fs::write(dir.join("all.json"), json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()).unwrap();
+    std::fs::write(
+        dir.join("all.json"),
+        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
 
     let d = sb.dir().to_str().unwrap().to_string();
-    let args = ["--manifests", dir.to_str().unwrap(), "--ovs-rundir", &d, "--bridge", "br-int", "--datapath-type", "netdev", "--node-name", "vm1", "--state-socket", &format!("{d}/t.sock")];
+    let args = [
+        "--manifests",
+        dir.to_str().unwrap(),
+        "--ovs-rundir",
+        &d,
+        "--bridge",
+        "br-int",
+        "--datapath-type",
+        "netdev",
+        "--node-name",
+        "vm1",
+        "--state-socket",
+        &format!("{d}/t.sock"),
+    ];
     let t0 = Instant::now();
     let t = common::Tether::start(sb.ns(), &args, &sb.path("tether.log"));
     t.wait_log("first full sync done", Duration::from_secs(120));
@@ -107,7 +148,14 @@ fn cold_start(sb: &common::Sandbox) {
     let f = sb.path("base.flows");
     std::fs::write(&f, text).unwrap();
     let b0 = Instant::now();
-    sb.ofctl(&["-O", "OpenFlow15", "--bundle", "add-flows", "br-base", f.to_str().unwrap()]);
+    sb.ofctl(&[
+        "-O",
+        "OpenFlow15",
+        "--bundle",
+        "add-flows",
+        "br-base",
+        f.to_str().unwrap(),
+    ]);
     let base = b0.elapsed();
     println!(
         "bench tc_cold_start_{TCS}tc_{PODS}pods: tether={:.0}ms baseline={:.0}ms ratio={:.2}",
@@ -120,12 +168,14 @@ fn cold_start(sb: &common::Sandbox) {
 
 fn stores_at_scale(tcs: usize) -> Stores {
     let s = Stores::default();
-    s.namespaces.apply(decode::<Namespace>(json!({"metadata": {"name": "bench"}})));
+    s.namespaces
+        .apply(decode::<Namespace>(json!({"metadata": {"name": "bench"}})));
     for i in 0..PODS {
         s.pods.apply(decode::<Pod>(pod_json(i, i % TCS)));
     }
     for j in 0..tcs {
-        s.traffic_controls.apply(decode::<TrafficControl>(tc_json(j)));
+        s.traffic_controls
+            .apply(decode::<TrafficControl>(tc_json(j)));
     }
     s
 }
@@ -148,9 +198,17 @@ fn pct(v: &mut [f64], hundredths: usize) -> f64 {
 }
 
 fn label_flips(sb: &common::Sandbox) {
-    let client = Arc::new(Client::connect(Remote::parse(&sb.db_remote()).unwrap(), ClientOptions::default(), Duration::from_secs(10)).unwrap());
+    let client = Arc::new(
+        Client::connect(
+            Remote::parse(&sb.db_remote()).unwrap(),
+            ClientOptions::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap(),
+    );
     let br = ovsdb::Bridge::ensure(client, "br-int", "netdev").unwrap();
-    let of = Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
+    let of =
+        Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
     let stores = stores_at_scale(TCS);
     let c = TcController::new(stores.clone(), Arc::new(LiveBridge::new(br)), of.clone());
@@ -177,13 +235,26 @@ fn label_flips(sb: &common::Sandbox) {
     let mut base = Vec::new();
     for _ in 0..50 {
         let t = Instant::now();
-        sb.ofctl(&["-O", "OpenFlow15", "--bundle", "add-flows", "br-flip", f.to_str().unwrap()]);
+        sb.ofctl(&[
+            "-O",
+            "OpenFlow15",
+            "--bundle",
+            "add-flows",
+            "br-flip",
+            f.to_str().unwrap(),
+        ]);
         base.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let (p50, p99) = (pct(&mut lat, 50), pct(&mut lat, 99));
     let (b50, b99) = (pct(&mut base, 50), pct(&mut base, 99));
-    println!("bench tc_label_flip_p50: tether={p50:.2}ms baseline={b50:.2}ms ratio={:.2}", p50 / b50);
-    println!("bench tc_label_flip_p99: tether={p99:.2}ms baseline={b99:.2}ms ratio={:.2}", p99 / b99);
+    println!(
+        "bench tc_label_flip_p50: tether={p50:.2}ms baseline={b50:.2}ms ratio={:.2}",
+        p50 / b50
+    );
+    println!(
+        "bench tc_label_flip_p99: tether={p99:.2}ms baseline={b99:.2}ms ratio={:.2}",
+        p99 / b99
+    );
 }
 
 /// In-memory backends: the controller's own cost, without OVS.
@@ -202,7 +273,11 @@ impl OvsBridge for MemBridge {
     fn delete_ports(&self, _: &[Uuid]) -> Result<(), OvsdbError> {
         Ok(())
     }
-    fn set_port_external_ids(&self, _: &str, _: &BTreeMap<String, String>) -> Result<(), OvsdbError> {
+    fn set_port_external_ids(
+        &self,
+        _: &str,
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
         Ok(())
     }
     fn bridge_external_id(&self, _: &str) -> Result<Option<String>, OvsdbError> {
@@ -250,7 +325,11 @@ fn event_cost(tcs: usize) -> f64 {
             }
         })
         .collect();
-    let c = TcController::new(stores.clone(), Arc::new(MemBridge(Arc::new(Interfaces::new(ports)))), Arc::new(NullFlows));
+    let c = TcController::new(
+        stores.clone(),
+        Arc::new(MemBridge(Arc::new(Interfaces::new(ports)))),
+        Arc::new(NullFlows),
+    );
     let n = 1000;
     let t = Instant::now();
     for k in 0..n {
@@ -261,12 +340,18 @@ fn event_cost(tcs: usize) -> f64 {
 }
 
 fn main() {
-    assert!(common::privileged("bench_trafficcontrol"), "bench_trafficcontrol needs root");
+    assert!(
+        common::privileged("bench_trafficcontrol"),
+        "bench_trafficcontrol needs root"
+    );
     let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
     cold_start(&sb);
     label_flips(&sb);
     drop(sb);
     let small = event_cost(100);
     let large = event_cost(10_000);
-    println!("bench tc_pod_event_cost_10000tc_vs_100tc: tether={large:.3}ms baseline={small:.3}ms ratio={:.2}", large / small);
+    println!(
+        "bench tc_pod_event_cost_10000tc_vs_100tc: tether={large:.3}ms baseline={small:.3}ms ratio={:.2}",
+        large / small
+    );
 }
