@@ -121,6 +121,29 @@ fn uncommitted_plans_change_nothing() {
 }
 
 #[test]
+fn same_category_owners_hand_flows_over() {
+    let a2 = Owner {
+        category: Category::TRAFFIC_CONTROL,
+        object: 8,
+    };
+    let mut set = FlowSet::new(1);
+    set.commit(set.plan_apply(A, vec![flow(1, 10), flow(2, 10)]).unwrap());
+    // a2 takes in_port=1 (a Pod moving between TCs): an ADD with a2's cookie.
+    let plan = set.plan_apply(a2, vec![flow(1, 20)]).unwrap();
+    assert_eq!(
+        summary(&plan.mods),
+        vec![(FlowModCommand::ADD, 1, 0x0001_0100_0000_0008)]
+    );
+    set.commit(plan);
+    assert_eq!(set.flows(A), vec![flow(2, 10)], "A forgot the key");
+    assert_eq!(set.flows(a2), vec![flow(1, 20)]);
+    assert_eq!(set.len(), 2);
+    // A's next apply without the key must not delete a2's flow.
+    let plan = set.plan_apply(A, vec![flow(2, 10)]).unwrap();
+    assert!(plan.is_empty());
+}
+
+#[test]
 fn owners_cannot_take_each_others_flows() {
     let mut set = FlowSet::new(1);
     set.commit(set.plan_apply(A, vec![flow(1, 10)]).unwrap());

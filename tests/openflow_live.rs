@@ -247,8 +247,8 @@ fn installs_diffs_and_removes_exactly() {
     assert_eq!(sb.dump_flows("br-int", None), sorted(want));
     assert!(of.installed(TC_A).is_empty());
 
-    // A key held by one owner cannot be taken by another.
-    let err = of.apply(TC_A, output_flows()).unwrap_err();
+    // A key held by one owner cannot be taken by an owner of another category.
+    let err = of.apply(EN, output_flows()).unwrap_err();
     assert!(matches!(err, OfError::Conflict { .. }), "{err}");
 }
 

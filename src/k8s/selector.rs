@@ -154,6 +154,17 @@ impl LabelSelector {
         selector.is_some_and(|s| s.matches(labels))
     }
 
+    /// The narrowest index slot for this selector: `key\0value` when some requirement pins
+    /// a key to one value (`matchLabels`, `In` with one value), else a key it requires,
+    /// else `None` (it can match objects without any particular key).
+    pub fn index_slot(&self) -> Option<String> {
+        self.requirements
+            .iter()
+            .find(|r| r.operator == Operator::In && r.values.len() == 1)
+            .map(|r| format!("{}\0{}", r.key, r.values[0]))
+            .or_else(|| self.required_keys().next().map(String::from))
+    }
+
     /// Label keys an object must carry to match: empty when the selector can match objects
     /// without any particular key (the empty selector, or only `NotIn`/`DoesNotExist`).
     pub fn required_keys(&self) -> impl Iterator<Item = &str> {

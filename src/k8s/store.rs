@@ -10,14 +10,15 @@
 //! Indexes and complexity (n objects of the kind, L labels on the object):
 //! - `get`: O(1); `list`: O(n log n) (sorted by key, for deterministic output).
 //! - Pods by namespace ([`ByNamespace`]): `Store<Pod>::in_namespace` is O(pods in it).
-//! - TrafficControls by selector key ([`SelectorIndex`]): every valid TC is filed under
-//!   *one* label key its Pod selector requires (a Pod lacking that key cannot match), or in
-//!   an "any" set when the selector requires no key (empty selector, only `NotIn` /
-//!   `DoesNotExist`, or no Pod selector but a Namespace selector); likewise for its
-//!   Namespace selector. Mapping a Pod or Namespace event to the TCs it affects costs
-//!   O(L + c) where c = TCs filed under the object's label keys plus the "any" set —
-//!   independent of the TCs that select on other keys — and each candidate is then
-//!   checked exactly with its selectors.
+//! - TrafficControls by selector ([`SelectorIndex`]): every valid TC is filed under *one*
+//!   slot its Pod selector requires: a `key=value` pair when a requirement pins a key to
+//!   one value (`matchLabels`, `In` with one value), else a label key (a Pod lacking that
+//!   key cannot match), else an "any" set (empty selector, only `NotIn` / `DoesNotExist`,
+//!   or no Pod selector but a Namespace selector); likewise for its Namespace selector.
+//!   Mapping a Pod or Namespace event to the TCs it affects costs O(L + c) where c = TCs
+//!   filed under the object's label pairs or keys plus the "any" set — so 10,000 TCs that
+//!   all select on `app=<x>` cost a Pod event only the few with its own value — and each
+//!   candidate is then checked exactly with its selectors.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,7 +89,8 @@ impl<T: Resource> StoreIndex<T> for ByNamespace {
     }
 }
 
-/// Where one selector is filed: under one label key it requires, or among "any".
+/// Where one selector is filed: under one `key\0value` pair or label key it requires, or
+/// among "any".
 #[derive(Debug, Default)]
 struct KeyIndex {
     by_key: HashMap<String, BTreeSet<String>>,
@@ -119,13 +121,20 @@ impl KeyIndex {
         }
     }
 
-    /// Keys filed under any of `labels`' keys, plus the "any" set.
+    /// Keys filed under any of `labels`' pairs (`key\0value`) or keys, plus "any".
     fn candidates<'a>(&self, labels: impl Iterator<Item = &'a Labels>, out: &mut BTreeSet<String>) {
         out.extend(self.any.iter().cloned());
+        let mut pair = String::new();
         for l in labels {
-            for k in l.keys() {
-                if let Some(set) = self.by_key.get(k) {
-                    out.extend(set.iter().cloned());
+            for (k, v) in l {
+                pair.clear();
+                pair.push_str(k);
+                pair.push('\0');
+                pair.push_str(v);
+                for slot in [pair.as_str(), k.as_str()] {
+                    if let Some(set) = self.by_key.get(slot) {
+                        out.extend(set.iter().cloned());
+                    }
                 }
             }
         }
@@ -146,7 +155,7 @@ fn tc_slots(tc: &TrafficControl) -> Slots {
     let Ok(spec) = &tc.spec else {
         return (None, None);
     };
-    let first_key = |s: &super::selector::LabelSelector| s.required_keys().next().map(String::from);
+    let first_key = |s: &super::selector::LabelSelector| s.index_slot();
     let a = &spec.applied_to;
     let pod = match (&a.pod_selector, &a.namespace_selector) {
         (None, None) => None,

@@ -187,20 +187,7 @@ impl OfFlows {
 
     /// The bridge's ports as OF1.5 port descriptions (numbers, names, hw_addr).
     pub fn ports(&self) -> Result<Vec<Port>, OfError> {
-        let req = Body::MultipartRequest(MultipartRequest {
-            flags: 0,
-            body: MultipartRequestBody::PortDesc { port_no: port::ANY },
-        });
-        let r = self.shared.transact15(vec![req], "port description")?;
-        let mut out = Vec::new();
-        for (_, m) in r.replies {
-            if let Body::MultipartReply(mp) = m.body {
-                if let MultipartReplyBody::PortDesc(v) = mp.body {
-                    out.extend(v);
-                }
-            }
-        }
-        Ok(out)
+        self.shared.port_desc(port::ANY)
     }
 
     /// Send raw flow mods as one bundle (what `apply` uses); for tools and tests.
@@ -345,24 +332,38 @@ impl Shared {
         }
     }
 
+    /// OF1.5 port descriptions (§7.3.5.7), of one port or of all (`port::ANY`).
+    fn port_desc(&self, port_no: u32) -> Result<Vec<Port>, OfError> {
+        let req = Body::MultipartRequest(MultipartRequest {
+            flags: 0,
+            body: MultipartRequestBody::PortDesc { port_no },
+        });
+        let r = self.transact15(vec![req], "port description")?;
+        first_error(&r, |_| format!("port description of {port_no}"))?;
+        let mut out = Vec::new();
+        for (_, m) in r.replies {
+            if let Body::MultipartReply(mp) = m.body {
+                if let MultipartReplyBody::PortDesc(v) = mp.body {
+                    out.extend(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn port_mod_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         let port_no = u16::try_from(ofport)
             .ok()
             .filter(|p| *p < 0xff00)
             .ok_or(OfError::PortNotFound { ofport })?;
         // OVS rejects a PORT_MOD whose hw_addr is not the port's (OFPPMFC_BAD_HW_ADDR),
-        // and the address may have changed since the last look: ask each time.
-        let r = self
-            .of10
-            .transact(vec![Body::FeaturesRequest], self.timeout)?;
-        first_error(&r, |_| "OF1.0 features request".to_string())?;
-        let hw_addr = r
-            .replies
-            .iter()
-            .find_map(|(_, m)| match &m.body {
-                Body::FeaturesReply10(f) => f.ports.iter().find(|p| p.port_no == port_no),
-                _ => None,
-            })
+        // and the address may have changed since the last look: ask each time. Ask over
+        // OF1.5 for this one port: an OF1.0 FEATURES_REPLY is capped at 64 KiB, so it
+        // lists only the first ~1,360 ports of a big bridge.
+        let hw_addr = self
+            .port_desc(ofport)
+            .ok()
+            .and_then(|ports| ports.into_iter().find(|p| p.port_no == ofport))
             .map(|p| p.hw_addr)
             .ok_or(OfError::PortNotFound { ofport })?;
         let pm = PortMod10 {

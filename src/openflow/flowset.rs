@@ -3,9 +3,12 @@
 //! add) for one owner; the caller sends them as one bundle and calls [`FlowSet::commit`]
 //! only when the switch accepted it, so the set always mirrors what is on the bridge.
 //!
-//! A flow key (table, priority, match) belongs to at most one owner; asking for a key
-//! another owner holds is an [`OfError::Conflict`], not a silent takeover. The index that
-//! finds the holder stores key hashes, not key copies: 100,000 flows are kept once.
+//! A flow key (table, priority, match) belongs to at most one owner. Asking for a key an
+//! owner of *another category* holds is an [`OfError::Conflict`]; within one category the
+//! key moves to the new owner (the later apply wins, and the old owner forgets it), so a
+//! Pod moving from one TrafficControl to another is covered at once instead of waiting for
+//! the first TC's sync to let go. The index that finds the holder stores key hashes, not
+//! key copies: 100,000 flows are kept once.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -94,6 +97,8 @@ pub struct Plan {
     /// Flow mods in sending order: deletes, then modifies, then adds.
     pub mods: Vec<FlowMod>,
     next: FlowMap,
+    /// Keys taken over from other owners of the same category, removed from them on commit.
+    taken: Vec<(Owner, FlowKey)>,
 }
 
 impl Plan {
@@ -166,13 +171,17 @@ impl FlowSet {
         let mut next = FlowMap::with_capacity_and_hasher(flows.len(), FxBuild::default());
         // With no other owner there is nobody to conflict with: skip hashing every key twice.
         let others = self.owners.keys().any(|o| *o != owner);
+        let mut taken = Vec::new();
         for f in flows {
             if others {
                 if let Some(other) = self.other_holder(&f.key, key_hash(&f.key), owner) {
-                    return Err(OfError::Conflict {
-                        flow: format!("{:?}", f.key),
-                        owner: other.to_string(),
-                    });
+                    if other.category != owner.category {
+                        return Err(OfError::Conflict {
+                            flow: format!("{:?}", f.key),
+                            owner: other.to_string(),
+                        });
+                    }
+                    taken.push((other, f.key.clone()));
                 }
             }
             match next.entry(f.key) {
@@ -210,8 +219,15 @@ impl FlowSet {
             }
         }
         mods.append(&mut modifies);
+        // A taken-over key is not in `old`, so it is an ADD: OF1.5 §6.4 replaces the
+        // existing entry with the same match and priority, cookie included.
         mods.append(&mut adds);
-        Ok(Plan { owner, mods, next })
+        Ok(Plan {
+            owner,
+            mods,
+            next,
+            taken,
+        })
     }
 
     /// The mods that remove every flow of `owner`.
@@ -230,12 +246,25 @@ impl FlowSet {
             owner,
             mods,
             next: FlowMap::default(),
+            taken: Vec::new(),
         }
     }
 
     /// Record a plan the switch accepted.
     pub fn commit(&mut self, plan: Plan) {
         let owner = plan.owner;
+        for (other, key) in &plan.taken {
+            // The previous holder forgets the key, so its next apply cannot delete it. Its
+            // stale holder entry is harmless: `other_holder` checks the owner's map.
+            if let Some(m) = self.owners.get_mut(other) {
+                if m.remove(key).is_some() {
+                    self.len -= 1;
+                }
+                if m.is_empty() {
+                    self.owners.remove(other);
+                }
+            }
+        }
         if let Some(old) = self.owners.remove(&owner) {
             self.len -= old.len();
             for k in old.keys() {
