@@ -1,0 +1,36 @@
+//! The ExternalNode controller (Antrea `pkg/agent/externalnode/external_node_controller.go`,
+//! with the fixes of DESIGN §6): it attaches the VM's NIC to the OVS bridge and gives it back.
+//!
+//! Owns: finding the NIC that holds `spec.interfaces[0].ips`, the takeover (capture →
+//! rename to the uplink name → uplink + host ports → move addresses and routes → uplink
+//! flows), re-labelling, moving to another NIC, the exact restore, policy-bypass flows, and
+//! the step record that makes all of it crash-safe (`record`). Does not own: the sockets
+//! (it programs through [`OvsBridge`], [`Flows`], [`Links`] and [`Datapath`]), the watch
+//! (the stores), or when to sync (the daemon's work queue: one key, level-triggered).
+//!
+//! ```text
+//!              sync(): store synced?──no──► Waiting
+//!                         │ EN absent ──► restore every attached NIC ──► Waiting
+//!                         ▼ EN present: NIC = link holding interfaces[0].ips
+//!        NIC attached? ──yes──► rewrite host external_ids if changed, flows ──► Attached
+//!                         │ no
+//!                         ▼
+//!                      takeover(NIC), then restore any other attached NIC ──► Attached
+//! ```
+//!
+//! [`OvsBridge`]: crate::controller::bridge::OvsBridge
+//! [`Flows`]: crate::openflow::Flows
+//! [`Links`]: crate::netlink::Links
+
+mod controller;
+pub mod record;
+
+pub use crate::pipeline::externalnode::{BypassDirection, BypassProtocol, Cidr, PolicyBypassRule};
+pub use controller::{
+    CRASH_ENV, Datapath, EnConfig, EnController, EnError, EnStatus, VswitchdDatapath,
+    external_entity_name, host_external_ids,
+};
+pub use record::{Phase, RECORD_KEY, Record, Step};
+
+#[cfg(test)]
+mod tests;
