@@ -14,7 +14,7 @@ groups=("$@")
 
 ./scripts/install-deps.sh
 ./scripts/cleanup-stale.sh
-cargo build --release --locked --examples >&2
+cargo build --release --locked --bins --examples >&2
 
 rc=0
 for g in "${groups[@]}"; do

@@ -4,9 +4,12 @@
 //! modules (`ovsdb`, `openflow`, `k8s`) keep their codecs and state machines free of
 //! sockets, with exactly one file per module doing I/O; `netlink` is the only user of neli.
 
+pub mod config;
 pub mod controller;
+pub mod daemon;
 pub mod k8s;
 pub mod netlink;
 pub mod openflow;
 pub mod ovsdb;
 pub mod pipeline;
+pub mod sys;

@@ -8,14 +8,16 @@
 //! there: finite address lifetimes (`valid_life_time`/`preferred_life_time` count down by
 //! the second, so they become "finite" and are checked not to have grown). IPv6 DAD is
 //! turned off for the namespace (`accept_dad=0`) so re-created link-local addresses are not
-//! `tentative` for ~2 s after a link comes back up; one address also carries `nodad` to
-//! show that flag is carried across.
+//! `tentative` for ~2 s after a link comes back up (snapshots still wait for the flag to
+//! clear, which then takes milliseconds); one address also carries `nodad` to show that flag
+//! is carried across.
 
 // Only the namespace half of the harness is used here.
 #[allow(unused_imports)]
 mod common;
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -47,6 +49,16 @@ fn json(s: &str) -> Value {
 /// `ip -j addr show dev <dev>` with finite lifetimes replaced by "finite"; also returns the
 /// finite values, in order.
 fn addr_snapshot(ns: &Netns, dev: &str) -> (Value, Vec<u64>) {
+    // A new IPv6 address is `tentative` until the kernel's DAD work item has run, even with
+    // DAD off (it then only clears the flag, within milliseconds): wait for that first.
+    common::wait_for(
+        Duration::from_secs(5),
+        "IPv6 addresses to leave tentative",
+        || {
+            let t = ns.ip(&["-6", "addr", "show", "dev", dev, "tentative"]);
+            t.trim().is_empty().then_some(())
+        },
+    );
     let mut v = json(&ns.ip(&["-j", "addr", "show", "dev", dev]));
     let mut finite = Vec::new();
     for link in v.as_array_mut().expect("ip -j addr: an array of links") {
@@ -74,7 +86,7 @@ fn route_snapshot(ns: &Netns, dev: &str) -> (Value, Value) {
 
 /// A NIC as a DHCP/SLAAC-configured VM might have it, plus the cases that trip a naive
 /// move: a secondary, an alias label, finite lifetimes, `nodad`, an on-link route that a
-/// gateway route depends on, metrics and an IPv6 route preference.
+/// gateway route depends on, preferred sources, metrics and an IPv6 route preference.
 fn configure_nic(ns: &Netns, dev: &str) {
     ns.sh(&format!(
         "ip link set {dev} down
@@ -88,7 +100,9 @@ fn configure_nic(ns: &Netns, dev: &str) {
          ip route add 203.0.113.0/24 dev {dev} metric 50
          ip route add default via 192.0.2.1 dev {dev} metric 100
          ip route add 198.51.100.128/25 via 203.0.113.1 dev {dev} proto static
+         ip route add 198.51.100.64/26 via 192.0.2.254 dev {dev} src 198.51.100.7 metric 20
          ip -6 route add 2001:db8:2::/48 dev {dev} metric 10
+         ip -6 route add 2001:db8:3::/48 via 2001:db8:1::1 dev {dev} src 2001:db8:1::10
          ip -6 route add default via 2001:db8:1::1 dev {dev} metric 1024 pref high"
     ));
 }
@@ -207,7 +221,7 @@ fn rename_onto_an_existing_name_is_exists() {
         assert_eq!(
             err,
             LinkError::Exists {
-                what: format!("rename link index {} to peer1", l.index),
+                what: format!("rename link eth1 (index {}) to peer1", l.index),
                 errno: errno::EEXIST,
             }
         );
@@ -257,7 +271,7 @@ fn missing_links_and_absent_objects_are_typed_errors() {
         assert_eq!(
             rt.del_addr(&a4).unwrap_err(),
             LinkError::NotFound {
-                what: format!("delete address 192.0.2.10/24 from link index {i}"),
+                what: format!("delete address 192.0.2.10/24 from link eth1 (index {i})"),
                 errno: errno::EADDRNOTAVAIL
             }
         );
@@ -280,6 +294,18 @@ fn missing_links_and_absent_objects_are_typed_errors() {
         assert_eq!(rt.add_addr(&a4).unwrap_err().errno(), Some(errno::EEXIST));
         rt.add_route(&r).unwrap();
         assert!(rt.add_route(&r).unwrap_err().is_exists());
+        // The same destination and metric through another link is "exists" too: why a move
+        // deletes from the source before it adds to the target.
+        let mut other = r.clone();
+        other.oif = rt.link_by_name("peer1").unwrap().index;
+        assert!(rt.add_route(&other).unwrap_err().is_exists());
+        other.metric = 7;
+        rt.add_route(&other).unwrap();
+        let mut r6 = Route::new(Prefix::new(ip("2001:db8:5::"), 48), i);
+        r6.metric = 10;
+        rt.add_route(&r6).unwrap();
+        r6.oif = other.oif;
+        assert!(rt.add_route(&r6).unwrap_err().is_exists());
     });
 }
 
@@ -447,10 +473,12 @@ fn move_to_another_link_and_back_restores_exact_snapshots() {
                 [
                     "0.0.0.0/0",
                     "192.0.2.0/24",
+                    "198.51.100.64/26",
                     "198.51.100.128/25",
                     "203.0.113.0/24",
                     "2001:db8:1::/64",
                     "2001:db8:2::/48",
+                    "2001:db8:3::/48",
                     "::/0"
                 ]
             );
@@ -607,6 +635,48 @@ fn failed_move_rolls_back() {
         assert_eq!(snap("eth1"), nic_before);
         assert_eq!(snap("tgt0"), tgt_before);
     });
+}
+
+/// With DAD on (the default), a moved IPv6 address is `tentative` for ~2 s and the kernel
+/// refuses a route naming it as source; the move waits instead of failing.
+#[test]
+fn move_waits_for_dad_before_a_route_with_an_ipv6_source() {
+    if !privileged("move_waits_for_dad_before_a_route_with_an_ipv6_source") {
+        return;
+    }
+    in_netns(
+        "move_waits_for_dad_before_a_route_with_an_ipv6_source",
+        |ns| {
+            veth(ns, "eth1", "peer1");
+            veth(ns, "tgt0", "peer2");
+            // DAD off on the source only, so setting it up is quick; on by default for tgt0.
+            ns.sh("sysctl -qw net.ipv6.conf.eth1.accept_dad=0
+               ip -6 addr add 2001:db8:1::10/64 dev eth1
+               ip -6 route add 2001:db8:3::/48 via 2001:db8:1::1 dev eth1 src 2001:db8:1::10");
+            let routes_before = route_snapshot(ns, "eth1").1;
+            let rt = Rtnl::connect().unwrap();
+            let nic = rt.link_by_name("eth1").unwrap();
+            let tgt = rt.link_by_name("tgt0").unwrap();
+            let cfg = capture(&rt, nic.index).unwrap();
+            apply(&rt, &plan_move(&cfg, Some(&nic), &tgt)).unwrap();
+            let moved = route_snapshot(ns, "tgt0").1;
+            let with_src: Vec<&Value> = moved
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["dst"] == "2001:db8:3::/48")
+                .collect();
+            assert_eq!(
+                with_src,
+                [
+                    &serde_json::json!({"dst": "2001:db8:3::/48", "gateway": "2001:db8:1::1",
+                                 "prefsrc": "2001:db8:1::10", "metric": 1024, "flags": [],
+                                 "pref": "medium"})
+                ]
+            );
+            assert_eq!(moved, routes_before);
+        },
+    );
 }
 
 #[test]

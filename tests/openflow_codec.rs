@@ -272,3 +272,32 @@ fn random_and_mutated_bytes_never_panic() {
         "mutations too destructive: {decoded} decoded"
     );
 }
+
+#[test]
+fn ovs_merged_packet_registers_split_back_into_nicira_registers() {
+    // What OVS 3.1 sends in a flow-desc reply for `reg0=0x200006/0x60000f,reg1=0x32`:
+    // one OXM_OF_PKT_REG0 (class 0x8001) carrying both halves.
+    let merged = MatchField::Other {
+        class: tether::openflow::consts::OxmClass::PACKET_REGS,
+        field: 0,
+        hasmask: true,
+        payload: vec![
+            0, 0x20, 0, 6, 0, 0, 0, 0x32, 0, 0x60, 0, 0x0f, 0xff, 0xff, 0xff, 0xff,
+        ],
+    };
+    assert_eq!(
+        Match::new(vec![merged]).fields(),
+        &[
+            MatchField::Reg {
+                idx: 0,
+                value: 0x200006,
+                mask: Some(0x60000f)
+            },
+            MatchField::Reg {
+                idx: 1,
+                value: 0x32,
+                mask: None
+            },
+        ]
+    );
+}

@@ -2,13 +2,14 @@
 //! [`crate::ovsdb::Bridge`] and by recording fakes in unit tests.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use super::interfaces::Interfaces;
 use crate::ovsdb::{self, OvsdbError, PortSpec, Uuid};
 
 pub trait OvsBridge: Send + Sync {
-    /// The interface store: every port of the bridge, classified.
-    fn interfaces(&self) -> Interfaces;
+    /// The interface store: every port of the bridge, classified (a shared snapshot).
+    fn interfaces(&self) -> Arc<Interfaces>;
     /// Create a port (one transaction); its Port UUID.
     fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError>;
     /// The port's ofport, read fresh (waits for OVS to assign one; -1 is an error).
@@ -27,9 +28,74 @@ pub trait OvsBridge: Send + Sync {
     fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError>;
 }
 
+/// The daemon's bridge: [`ovsdb::Bridge`] plus an interface store rebuilt only when the
+/// OVSDB replica changed (every TC sync reads it; at 5,000 ports a rebuild per read would
+/// dominate a cold start).
+pub struct LiveBridge {
+    bridge: ovsdb::Bridge,
+    cache: Mutex<Option<(u64, Arc<Interfaces>)>>,
+}
+
+impl LiveBridge {
+    pub fn new(bridge: ovsdb::Bridge) -> LiveBridge {
+        LiveBridge {
+            bridge,
+            cache: Mutex::new(None),
+        }
+    }
+
+    pub fn bridge(&self) -> &ovsdb::Bridge {
+        &self.bridge
+    }
+}
+
+impl OvsBridge for LiveBridge {
+    fn interfaces(&self) -> Arc<Interfaces> {
+        // Read the generation first: a change racing the rebuild only causes a rebuild later.
+        let generation = self.bridge.client().generation();
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, ifs)) = c.as_ref() {
+            if *g == generation {
+                return ifs.clone();
+            }
+        }
+        let ifs = Arc::new(Interfaces::new(self.bridge.list_ports()));
+        *c = Some((generation, ifs.clone()));
+        ifs
+    }
+
+    fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        self.bridge.create_port(spec)
+    }
+
+    fn ofport(&self, name: &str) -> Result<u32, OvsdbError> {
+        self.bridge.get_ofport(name)
+    }
+
+    fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
+        self.bridge.delete_ports(ports)
+    }
+
+    fn set_port_external_ids(
+        &self,
+        port: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        self.bridge.set_port_external_ids(port, ids)
+    }
+
+    fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
+        self.bridge.external_id(key)
+    }
+
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        self.bridge.set_bridge_external_id(key, value)
+    }
+}
+
 impl OvsBridge for ovsdb::Bridge {
-    fn interfaces(&self) -> Interfaces {
-        Interfaces::new(self.list_ports())
+    fn interfaces(&self) -> Arc<Interfaces> {
+        Arc::new(Interfaces::new(self.list_ports()))
     }
 
     fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {

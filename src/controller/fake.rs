@@ -84,8 +84,8 @@ impl FakeBridge {
 }
 
 impl OvsBridge for FakeBridge {
-    fn interfaces(&self) -> Interfaces {
-        Interfaces::new(lock(&self.ports).clone())
+    fn interfaces(&self) -> std::sync::Arc<Interfaces> {
+        std::sync::Arc::new(Interfaces::new(lock(&self.ports).clone()))
     }
 
     fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {

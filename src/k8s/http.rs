@@ -1,6 +1,8 @@
 //! HTTPS to the API server: the only file that uses ureq. Owns the agent (TLS from the
 //! [`ClusterConfig`]), bearer tokens (a token file is re-read every minute and after a 401,
-//! as client-go's cached file token source does), request timeouts, and turning non-2xx
+//! as client-go's cached file token source does), client certificate files (re-read on the
+//! same schedule and after a TLS failure; a changed pair rebuilds the agent), request
+//! timeouts, and turning non-2xx
 //! answers into [`KubeError`]s with the API `Status` kept (ureq's status-as-error is off).
 //! It does not know about list/watch semantics (`watch.rs`) or threads (`source.rs`).
 //!
@@ -9,7 +11,7 @@
 //! address, so SNI and certificate verification use the override name (the Host header
 //! carries it too, which the API server ignores).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -51,8 +53,8 @@ impl Default for HttpConfig {
     }
 }
 
-/// Bearer token, re-read from its file when stale or rejected.
-#[derive(Debug)]
+/// Bearer token, re-read from its file when stale or rejected. No `Debug`: it holds the
+/// token.
 struct TokenSource {
     creds: Credentials,
     cached: Mutex<Option<(String, Instant)>>,
@@ -115,9 +117,11 @@ impl Resolver for OverrideResolver {
 }
 
 /// A connection to one API server, shared by the watcher threads.
-#[derive(Debug)]
 pub struct Client {
-    agent: ureq::Agent,
+    current: Mutex<CurrentAgent>,
+    /// Every agent built, so that shutdown reaches streams opened before a rotation.
+    all_agents: Mutex<Vec<ureq::Agent>>,
+    cc: ClusterConfig,
     base: String,
     server: String,
     tokens: TokenSource,
@@ -147,71 +151,121 @@ fn certs(pem: &[u8], what: &str) -> Result<Vec<Certificate<'static>>, KubeError>
     Ok(out)
 }
 
+/// Build an agent for `cc` with the given client certificate and key PEMs.
+fn build_agent(
+    cc: &ClusterConfig,
+    cfg: HttpConfig,
+    client: Option<(&[u8], &[u8])>,
+) -> Result<ureq::Agent, KubeError> {
+    let mut tls = TlsConfig::builder();
+    if let Some(ca) = &cc.ca_pem {
+        tls = tls.root_certs(RootCerts::new_with_certs(&certs(
+            ca,
+            "certificate-authority",
+        )?));
+    }
+    if let Some((cert, key)) = client {
+        let chain = certs(cert, "client-certificate")?;
+        let key = PrivateKey::from_pem(key).map_err(|e| KubeError::Config {
+            what: "client-key".to_string(),
+            detail: e.to_string(),
+        })?;
+        tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+    }
+    if cc.insecure_skip_tls_verify {
+        if !cfg.allow_insecure {
+            return Err(KubeError::Config {
+                what: "insecure-skip-tls-verify".to_string(),
+                detail: "the kubeconfig disables server certificate verification; refusing (allow it explicitly if you really mean it)".to_string(),
+            });
+        }
+        tls = tls.disable_verification(true);
+    }
+    let config = ureq::Agent::config_builder()
+        .tls_config(tls.build())
+        .http_status_as_error(false)
+        .proxy(None)
+        .https_only(false)
+        .timeout_connect(Some(cfg.connect_timeout))
+        .timeout_recv_response(Some(cfg.request_timeout))
+        .build();
+    Ok(match &cc.tls_server_name {
+        Some(name) => {
+            let target: Uri = cc.server.parse().map_err(|e| KubeError::Config {
+                what: format!("server {:?}", cc.server),
+                detail: format!("not a URL: {e}"),
+            })?;
+            let resolver = OverrideResolver {
+                name: name.clone(),
+                target,
+                inner: DefaultResolver::default(),
+            };
+            ureq::Agent::with_parts(config, DefaultConnector::new(), resolver)
+        }
+        None => ureq::Agent::new_with_config(config),
+    })
+}
+
+// By hand: the client key must never reach a log line.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The agent in use and the client certificate it was built with.
+struct CurrentAgent {
+    agent: ureq::Agent,
+    client_pem: Option<(Vec<u8>, Vec<u8>)>,
+    checked: Instant,
+    /// A 401 or TLS failure asks for the certificate files to be re-read now.
+    stale: bool,
+}
+
 impl Client {
     pub fn new(cc: &ClusterConfig, cfg: HttpConfig) -> Result<Client, KubeError> {
         let server_uri: Uri = cc.server.parse().map_err(|e| KubeError::Config {
             what: format!("server {:?}", cc.server),
             detail: format!("not a URL: {e}"),
         })?;
-        let mut tls = TlsConfig::builder();
-        if let Some(ca) = &cc.ca_pem {
-            tls = tls.root_certs(RootCerts::new_with_certs(&certs(
-                ca,
-                "certificate-authority",
-            )?));
-        }
-        if let (Some(cert), Some(key)) = (&cc.client_cert_pem, &cc.client_key_pem) {
-            let chain = certs(cert, "client-certificate")?;
-            let key = PrivateKey::from_pem(key).map_err(|e| KubeError::Config {
-                what: "client-key".to_string(),
-                detail: e.to_string(),
-            })?;
-            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
-        }
+        let client_pem = match (&cc.client_cert_pem, &cc.client_key_pem) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            _ => None,
+        };
+        let agent = build_agent(
+            cc,
+            cfg,
+            client_pem
+                .as_ref()
+                .map(|(c, k)| (c.as_slice(), k.as_slice())),
+        )?;
         if cc.insecure_skip_tls_verify {
-            if !cfg.allow_insecure {
-                return Err(KubeError::Config {
-                    what: "insecure-skip-tls-verify".to_string(),
-                    detail: "the kubeconfig disables server certificate verification; refusing (allow it explicitly if you really mean it)".to_string(),
-                });
-            }
             log::warn!(
                 "server={} TLS VERIFICATION DISABLED (insecure-skip-tls-verify): anyone on the path can impersonate the API server",
                 cc.server
             );
-            tls = tls.disable_verification(true);
         }
-        let config = ureq::Agent::config_builder()
-            .tls_config(tls.build())
-            .http_status_as_error(false)
-            .proxy(None)
-            .https_only(false)
-            .timeout_connect(Some(cfg.connect_timeout))
-            .timeout_recv_response(Some(cfg.request_timeout))
-            .build();
-        let (agent, base) = match &cc.tls_server_name {
+        let base = match &cc.tls_server_name {
             Some(name) => {
-                let port =
-                    server_uri
-                        .port_u16()
-                        .unwrap_or(if server_uri.scheme_str() == Some("http") {
-                            80
-                        } else {
-                            443
-                        });
                 let scheme = server_uri.scheme_str().unwrap_or("https");
-                let resolver = OverrideResolver {
-                    name: name.clone(),
-                    target: server_uri.clone(),
-                    inner: DefaultResolver::default(),
-                };
-                let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), resolver);
-                (agent, format!("{scheme}://{name}:{port}"))
+                let default_port = if scheme == "http" { 80 } else { 443 };
+                let port = server_uri.port_u16().unwrap_or(default_port);
+                format!("{scheme}://{name}:{port}")
             }
-            None => (ureq::Agent::new_with_config(config), cc.server.clone()),
+            None => cc.server.clone(),
         };
         Ok(Client {
-            agent,
+            current: Mutex::new(CurrentAgent {
+                agent: agent.clone(),
+                client_pem,
+                checked: Instant::now(),
+                stale: false,
+            }),
+            all_agents: Mutex::new(vec![agent]),
+            cc: cc.clone(),
             base,
             server: cc.server.clone(),
             tokens: TokenSource {
@@ -220,6 +274,56 @@ impl Client {
             },
             cfg,
         })
+    }
+
+    /// The agent to use now; rebuilt when the client certificate files changed (kubelet
+    /// rotates them), checked every minute and after a 401 or TLS failure.
+    fn agent(&self) -> ureq::Agent {
+        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((cert_path, key_path)) = &self.cc.client_cert_files {
+            if cur.stale || cur.checked.elapsed() >= TOKEN_REREAD {
+                cur.stale = false;
+                cur.checked = Instant::now();
+                match (std::fs::read(cert_path), std::fs::read(key_path)) {
+                    (Ok(c), Ok(k)) => {
+                        let same = cur
+                            .client_pem
+                            .as_ref()
+                            .is_some_and(|(oc, ok)| *oc == c && *ok == k);
+                        if !same {
+                            match build_agent(&self.cc, self.cfg, Some((&c, &k))) {
+                                Ok(a) => {
+                                    log::info!(
+                                        "server={} cert={} client certificate reloaded",
+                                        self.server,
+                                        cert_path.display()
+                                    );
+                                    cur.agent = a.clone();
+                                    cur.client_pem = Some((c, k));
+                                    self.all_agents
+                                        .lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .push(a);
+                                }
+                                Err(e) => log::warn!(
+                                    "cert={} cannot use the rotated client certificate: {e}",
+                                    cert_path.display()
+                                ),
+                            }
+                        }
+                    }
+                    (Err(e), _) | (_, Err(e)) => log::warn!(
+                        "cert={} cannot re-read the client certificate or key: {e}",
+                        cert_path.display()
+                    ),
+                }
+            }
+        }
+        cur.agent.clone()
+    }
+
+    fn mark_stale(&self) {
+        self.current.lock().unwrap_or_else(|e| e.into_inner()).stale = true;
     }
 
     /// The server URL, for messages.
@@ -245,7 +349,7 @@ impl Client {
         watch: bool,
     ) -> Result<ureq::http::Response<ureq::Body>, KubeError> {
         let url = self.url(path, query);
-        let mut req = self.agent.get(&url).header("Accept", "application/json");
+        let mut req = self.agent().get(&url).header("Accept", "application/json");
         if let Some(t) = self.tokens.token()? {
             req = req.header("Authorization", format!("Bearer {t}"));
         }
@@ -259,13 +363,20 @@ impl Client {
                 .timeout_recv_body(Some(self.cfg.request_timeout))
                 .build()
         };
-        let resp = req.call().map_err(|e| self.map_err(e, path))?;
+        let resp = req.call().map_err(|e| {
+            let e = self.map_err(e, path);
+            if matches!(e, KubeError::Tls { .. }) {
+                self.mark_stale();
+            }
+            e
+        })?;
         let status = resp.status().as_u16();
         if (200..300).contains(&status) {
             return Ok(resp);
         }
         if status == 401 {
             self.tokens.invalidate();
+            self.mark_stale();
         }
         let body = resp
             .into_body()
@@ -307,7 +418,14 @@ impl Client {
     /// Interrupt every blocked read of this client (watches) and refuse new requests:
     /// for process shutdown only.
     pub fn shutdown(&self) {
-        self.agent.clone().shutdown();
+        for a in self
+            .all_agents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            a.clone().shutdown();
+        }
     }
 
     fn map_err(&self, e: ureq::Error, path: &str) -> KubeError {
@@ -349,6 +467,9 @@ fn map_ureq_error(e: ureq::Error, server: &str, path: &str) -> KubeError {
     }
 }
 
+/// Largest watch event accepted (the API server's own request limit is 3 MiB per object).
+const MAX_EVENT: u64 = 64 << 20;
+
 /// An open watch response body, read line by line.
 pub struct WatchStream {
     reader: BufReader<ureq::BodyReader<'static>>,
@@ -360,17 +481,26 @@ impl WatchStream {
     pub fn next_line(&mut self) -> Option<Result<Vec<u8>, KubeError>> {
         loop {
             let mut line = Vec::new();
-            match self.reader.read_until(b'\n', &mut line) {
+            match (&mut self.reader)
+                .take(MAX_EVENT)
+                .read_until(b'\n', &mut line)
+            {
                 Ok(0) => return None,
-                Ok(_) => {
+                Ok(n) => {
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
                     if line.last() != Some(&b'\n') {
-                        // EOF in the middle of a line: the stream was cut.
+                        // EOF in the middle of a line: the stream was cut; or a line
+                        // that never ends, which would otherwise eat all memory.
+                        let detail = if n as u64 >= MAX_EVENT {
+                            format!("event longer than {MAX_EVENT} bytes")
+                        } else {
+                            "stream ended inside an event".to_string()
+                        };
                         return Some(Err(KubeError::Transport {
                             what: format!("watch from {}", self.server),
-                            detail: "stream ended inside an event".to_string(),
+                            detail,
                         }));
                     }
                     return Some(Ok(line));
@@ -426,6 +556,7 @@ mod tests {
             insecure_skip_tls_verify: true,
             credentials: Credentials::None,
             namespace: None,
+            client_cert_files: None,
         };
         let e = Client::new(&cc, HttpConfig::default()).unwrap_err();
         assert!(

@@ -34,6 +34,9 @@ pub struct ClusterConfig {
     pub credentials: Credentials,
     /// The context's default namespace, if any.
     pub namespace: Option<String>,
+    /// Where the client certificate and key came from, when both are files: re-read so
+    /// that rotated certificates (kubelet's `kubelet-client-current.pem`) are picked up.
+    pub client_cert_files: Option<(PathBuf, PathBuf)>,
 }
 
 // Never print keys or tokens (DESIGN §2).
@@ -246,6 +249,14 @@ pub fn parse_kubeconfig(
             None => Ok(None),
         }
     };
+    let client_cert_files = match (&user.client_certificate_data, &user.client_key_data) {
+        (None, None) => user
+            .client_certificate
+            .as_deref()
+            .zip(user.client_key.as_deref())
+            .map(|(c, k)| (resolve(c), resolve(k))),
+        _ => None,
+    };
     let ca_pem = data_or_file(
         cluster.certificate_authority_data,
         cluster.certificate_authority,
@@ -277,7 +288,21 @@ pub fn parse_kubeconfig(
         insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
         credentials,
         namespace: ctx.namespace,
+        client_cert_files,
     })
+}
+
+/// The source DESIGN §2 prescribes: the kubeconfig when one is given, else in-cluster
+/// config when its files exist, else an error saying what to pass.
+pub fn discover(kubeconfig: Option<&Path>) -> Result<ClusterConfig, KubeError> {
+    match kubeconfig {
+        Some(p) => load_kubeconfig(p, None),
+        None if in_cluster_available() => in_cluster(),
+        None => Err(config_err(
+            "API server",
+            "no --kubeconfig or --manifests given and no in-cluster service account found",
+        )),
+    }
 }
 
 /// True when the in-cluster service-account files and environment exist.
@@ -320,6 +345,7 @@ pub fn in_cluster_from(host: &str, port: &str, sa_dir: &Path) -> Result<ClusterC
         insecure_skip_tls_verify: false,
         credentials: Credentials::TokenFile(token),
         namespace,
+        client_cert_files: None,
     })
 }
 

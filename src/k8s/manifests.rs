@@ -381,7 +381,7 @@ pub(crate) fn run(
         for kind in Kind::ALL {
             set_status(status, kind, |s| {
                 s.synced = true;
-                s.last_error = errors.first().cloned();
+                s.last_error = (!errors.is_empty()).then(|| errors.join("; "));
             });
         }
         if first {

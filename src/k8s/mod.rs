@@ -6,9 +6,15 @@
 //! what a change means for OVS; that is `controller/`.
 //!
 //! Layout: pure parts — `types`/`crd` (objects), `validate`, `selector`, `store`,
-//! `watch` (state machine + codec), `backoff`, `kubeconfig`, `yaml` — and I/O parts:
-//! `http` (the only user of ureq), `source` (watcher threads driving `watch` over `http`),
-//! `manifests` (directory poller). Start one with [`source::Source`].
+//! `watch` (state machine + codec), `backoff`, `yaml` — and the parts that touch the
+//! outside: `kubeconfig` (reads the files a kubeconfig names), `http` (the only user of
+//! ureq and the only network I/O), `source` (watcher threads driving `watch` over `http`),
+//! `manifests` (directory poller).
+//!
+//! For the controllers: build a [`Client`] from [`kubeconfig::discover`] and start
+//! [`Source::start_api`], or [`Source::start_manifests`]; both fill [`Stores`] and send
+//! [`Event`]s (`Change::{Added, Updated, Deleted}` per kind, then `Synced(kind)` once the
+//! first full list of that kind is in its store) on one bounded channel.
 
 pub mod backoff;
 pub mod crd;

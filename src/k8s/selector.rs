@@ -148,6 +148,12 @@ impl LabelSelector {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
+    /// apimachinery's `LabelSelectorAsSelector` on an optional selector: a nil selector
+    /// selects nothing, an empty one everything.
+    pub fn matches_opt(selector: Option<&LabelSelector>, labels: &Labels) -> bool {
+        selector.is_some_and(|s| s.matches(labels))
+    }
+
     /// Label keys an object must carry to match: empty when the selector can match objects
     /// without any particular key (the empty selector, or only `NotIn`/`DoesNotExist`).
     pub fn required_keys(&self) -> impl Iterator<Item = &str> {
@@ -217,6 +223,17 @@ mod tests {
         let mut keys: Vec<&str> = s.required_keys().collect();
         keys.sort();
         assert_eq!(keys, ["app", "team", "tier"]);
+    }
+
+    #[test]
+    fn nil_selects_nothing_empty_selects_everything() {
+        let l = labels(&[("app", "web")]);
+        assert!(!LabelSelector::matches_opt(None, &l));
+        assert!(LabelSelector::matches_opt(Some(&sel("{}").unwrap()), &l));
+        assert!(LabelSelector::matches_opt(
+            Some(&sel("{}").unwrap()),
+            &labels(&[])
+        ));
     }
 
     #[test]

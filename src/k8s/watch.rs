@@ -35,7 +35,8 @@ use super::types::Resource;
 pub struct WatchConfig {
     /// LIST page size (`limit`).
     pub page_size: u32,
-    /// WATCH `timeoutSeconds`; must stay below the API server's 295 s cap... and ours.
+    /// WATCH `timeoutSeconds`: kept below 295 s so the server, not a proxy or our own
+    /// stall timeout (`HttpConfig::watch_stall_timeout`, 300 s), ends a quiet stream.
     pub timeout_seconds: u32,
     pub backoff: BackoffConfig,
 }

@@ -6,15 +6,17 @@
 //! setting a link down drops its IPv6 addresses and every route through it, IPv6 addresses
 //! are listed newest first, a second route with the same table, destination, TOS and metric
 //! is `EEXIST`, deleting something absent is `EADDRNOTAVAIL` / `ESRCH`, a missing link is
-//! `ENODEV`. Not modelled: connected (kernel) routes, DAD, lifetimes running down.
+//! `ENODEV`, a rename rewrites IPv4 labels (`:N` for unlabelled later addresses), routes are
+//! listed by destination. Not modelled: connected (kernel) routes, DAD, lifetimes running down.
 //! Optionally it plays udev and keeps the old name as an altname after a rename.
 
+use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::errno::{EADDRNOTAVAIL, EEXIST, ENODEV, ESRCH};
 use super::types::{Addr, Link, LinkFlags, Route};
-use super::{LinkError, Links};
+use super::{IFNAME_MAX, LinkError, Links};
 
 /// One recorded call that changes state (reads are not recorded), or a pause.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,10 +120,17 @@ impl FakeLinks {
         s.failures.clear();
     }
 
-    /// All links, addresses and routes, for comparing states.
+    /// All links, addresses and routes, each in the order the kernel would list them, for
+    /// comparing states.
     pub fn snapshot(&self) -> (Vec<Link>, Vec<Addr>, Vec<Route>) {
         let s = self.lock();
-        (s.links.clone(), s.addrs.clone(), s.routes.clone())
+        let v4 = s.addrs.iter().filter(|a| !a.is_ipv6());
+        let v6 = s.addrs.iter().filter(|a| a.is_ipv6());
+        (
+            s.links.clone(),
+            v4.chain(v6).cloned().collect(),
+            s.routes.clone(),
+        )
     }
 
     /// Record `call`; Err if a failure was injected for it.
@@ -147,6 +156,35 @@ fn link_mut(s: &mut State, index: u32) -> Result<&mut Link, LinkError> {
         .iter_mut()
         .find(|l| l.index == index)
         .ok_or_else(|| no_dev(index))
+}
+
+/// What a rename does to IPv4 labels (`inetdev_changename` in net/ipv4/devinet.c): the
+/// first address takes the new name, each later one the new name plus its old `:alias`, or
+/// `:<position>` when it had none.
+fn relabel(addrs: &mut [Addr], ifindex: u32, name: &str) {
+    let v4 = addrs
+        .iter_mut()
+        .filter(|a| a.ifindex == ifindex && !a.is_ipv6());
+    for (pos, a) in v4.enumerate() {
+        if pos == 0 {
+            a.label = Some(name.to_string());
+            continue;
+        }
+        let old = a.label.clone().unwrap_or_default();
+        let suffix = match old.find(':') {
+            Some(colon) => old[colon..].to_string(),
+            None => format!(":{}", pos + 1),
+        };
+        let keep = IFNAME_MAX.saturating_sub(suffix.len()).min(name.len());
+        let head = name.get(..keep).unwrap_or(name);
+        a.label = Some(format!("{head}{suffix}"));
+    }
+}
+
+/// Where the kernel would list a route: this model keeps them sorted by family, then
+/// destination, then metric (the kernel's tries are ordered by destination too).
+fn route_order(r: &Route) -> (bool, IpAddr, u8, u32) {
+    (r.is_ipv6(), r.dst.addr, r.dst.len, r.metric)
 }
 
 /// The kernel's `EEXIST` key for a route (`fib_table_insert`, `fib6_add_rt2node`).
@@ -216,6 +254,7 @@ impl Links for FakeLinks {
         if udev && old != name {
             l.altnames.push(old);
         }
+        relabel(&mut s.addrs, ifindex, name);
         Ok(())
     }
 
@@ -298,7 +337,12 @@ impl Links for FakeLinks {
         if s.routes.iter().any(|r| same_route_key(r, route)) {
             return Err(LinkError::from_errno(EEXIST, format!("route {route}")));
         }
-        s.routes.push(route.clone());
+        let at = s
+            .routes
+            .iter()
+            .position(|r| route_order(r) > route_order(route))
+            .unwrap_or(s.routes.len());
+        s.routes.insert(at, route.clone());
         Ok(())
     }
 

@@ -26,7 +26,12 @@
 //!   `promote_secondaries` is set, so addresses are deleted secondaries-first.
 //! * `RTM_GETLINK` by `IFLA_IFNAME` also matches alternative names, so a link can be "found"
 //!   under a name it does not carry as its primary name; [`Link::name`] is the real one.
-//! * renaming a link onto a name that is another link's name or altname is `EEXIST`.
+//! * an IPv6 route whose preferred source is a `tentative` address (DAD running, ~2 s after
+//!   it was added) is refused with EINVAL; moving routes therefore waits for DAD.
+//! * renaming a link onto a name that is another link's name or altname is `EEXIST`; the
+//!   kernel keeps no altname for the old name by itself (udev may add one);
+//! * renaming a link rewrites its IPv4 labels: the first address takes the new name, later
+//!   ones `<new>:<alias>` or, without an alias, `<new>:<position>` (`inetdev_changename`).
 
 mod fake;
 mod moving;
@@ -41,8 +46,8 @@ use std::time::Duration;
 
 pub use fake::{Call, FakeLinks};
 pub use moving::{
-    Action, Applied, ApplyError, NicConfig, Plan, Step, StepError, apply, apply_best_effort,
-    capture, plan_move,
+    Action, Applied, ApplyError, NicConfig, Plan, Step, StepError, TENTATIVE_RETRIES,
+    TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move,
 };
 pub use naming::{IFNAME_MAX, UPLINK_SUFFIX, uplink_name, valid_ifname};
 pub use rtnl::Rtnl;
@@ -125,6 +130,41 @@ impl LinkError {
             | LinkError::Invalid { what, .. }
             | LinkError::Netlink { what, .. }
             | LinkError::Timeout { what } => what,
+        }
+    }
+
+    /// The same error about something described differently (e.g. with a link's name).
+    pub fn map_what(self, f: impl FnOnce(String) -> String) -> LinkError {
+        match self {
+            LinkError::NotFound { what, errno } => LinkError::NotFound {
+                what: f(what),
+                errno,
+            },
+            LinkError::Exists { what, errno } => LinkError::Exists {
+                what: f(what),
+                errno,
+            },
+            LinkError::Busy { what, errno } => LinkError::Busy {
+                what: f(what),
+                errno,
+            },
+            LinkError::Permission { what, errno } => LinkError::Permission {
+                what: f(what),
+                errno,
+            },
+            LinkError::Other { what, errno } => LinkError::Other {
+                what: f(what),
+                errno,
+            },
+            LinkError::Invalid { what, detail } => LinkError::Invalid {
+                what: f(what),
+                detail,
+            },
+            LinkError::Netlink { what, detail } => LinkError::Netlink {
+                what: f(what),
+                detail,
+            },
+            LinkError::Timeout { what } => LinkError::Timeout { what: f(what) },
         }
     }
 

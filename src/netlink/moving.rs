@@ -11,8 +11,8 @@
 //!    restore path, where undoing would take the NIC's addresses away again.
 //!
 //! Order of a move, and why:
-//! 1. target MTU, then target up (IPv6 addresses cannot be added to a down link's idev
-//!    reliably, and routes through a down link are refused);
+//! 1. target MTU, then target up (both IPv4 and IPv6 refuse a route through a link that is
+//!    down: "Device for nexthop is not up", ENETDOWN);
 //! 2. from the source link, if it still exists: its routes (gateway routes first), then its
 //!    addresses (IPv4 secondaries before their primary: deleting a primary deletes its
 //!    secondaries). This must come before the adds because IPv4 and IPv6 refuse a second
@@ -23,12 +23,24 @@
 //!    IPv6 in reverse (the kernel lists IPv6 addresses newest first, so this re-creates the
 //!    same order), then routes, on-link ones before those with a gateway.
 //!
+//! An IPv6 route with a preferred source cannot be added while that address is still
+//! `tentative` (DAD): such a route step is retried for up to 5 s ([`TENTATIVE_RETRIES`]).
+//!
 //! "Already there" is success for an add and "not there" is success for a delete; such
 //! steps changed nothing and are not undone. The inverse of a plan ([`Plan::inverse`]) is
 //! every step inverted, in reverse order: an exact undo while both links exist.
+//!
+//! One thing a rollback cannot re-create exactly: IPv4 labels the kernel invented. Renaming
+//! a link relabels its IPv4 addresses (the first gets the new name, an unlabelled later one
+//! `<new>:<position>`, e.g. `eth1~:3`); the plan, made from the configuration captured
+//! before the rename, re-adds such an address to the renamed link as plain `eth1~`. Labels
+//! are cosmetic aliases; the restore path (capture the target, move back to the NIC after
+//! renaming it back) re-creates the original labels exactly.
 
 use std::fmt;
+use std::time::Duration;
 
+use super::errno::EINVAL;
 use super::types::{Addr, Link, Route, is_link_local};
 use super::{IFNAME_MAX, LinkError, Links};
 
@@ -140,7 +152,7 @@ impl Step {
             Action::SetDown => links.set_down(i).map(|()| Outcome::Changed),
             Action::AddAddr(a) => tolerate(links.add_addr(a), LinkError::is_exists),
             Action::DelAddr(a) => tolerate(links.del_addr(a), LinkError::is_not_found),
-            Action::AddRoute(r) => tolerate(links.add_route(r), LinkError::is_exists),
+            Action::AddRoute(r) => tolerate(add_route_after_dad(links, r), LinkError::is_exists),
             Action::DelRoute(r) => tolerate(links.del_route(r), LinkError::is_not_found),
         }
     }
@@ -231,13 +243,16 @@ fn route_order(routes: &[Route]) -> Vec<&Route> {
 }
 
 /// `a` as it should be on `link`: its index, and an IPv4 label re-based from the old link
-/// name to the new one (`eth1:web` → `<new>:web`). A label the kernel would refuse as too
-/// long falls back to the link's name.
+/// name to the new one (`eth1` → `<new>`, `eth1:web` → `<new>:web`; any other label is
+/// kept). A label the kernel would refuse as too long falls back to the link's name.
 fn addr_on(a: &Addr, old_name: &str, link: &Link) -> Addr {
     let mut a = a.clone();
     a.ifindex = link.index;
     if let Some(label) = &a.label {
-        if let Some(suffix) = label.strip_prefix(old_name) {
+        let suffix = label
+            .strip_prefix(old_name)
+            .filter(|s| s.is_empty() || s.starts_with(':'));
+        if let Some(suffix) = suffix {
             let relabelled = format!("{}{suffix}", link.name);
             a.label = Some(if relabelled.len() <= IFNAME_MAX {
                 relabelled
@@ -253,6 +268,31 @@ fn route_on(r: &Route, link: &Link) -> Route {
     let mut r = r.clone();
     r.oif = link.index;
     r
+}
+
+/// How long an IPv6 route with a preferred source waits for that address to finish DAD.
+pub const TENTATIVE_RETRY_INTERVAL: Duration = Duration::from_millis(100);
+pub const TENTATIVE_RETRIES: u32 = 50;
+
+/// Add `r`; while the kernel refuses its IPv6 preferred source with EINVAL ("Invalid source
+/// address": the address was just added and is `tentative` until DAD ends, 1.4–1.9 s on
+/// this kernel), retry every [`TENTATIVE_RETRY_INTERVAL`], at most [`TENTATIVE_RETRIES`]
+/// times. Without this, a moved NIC whose routes name an IPv6 source fails, and rolls back,
+/// every time DAD is on.
+fn add_route_after_dad(links: &dyn Links, r: &Route) -> Result<(), LinkError> {
+    let waits_for_dad = r.prefsrc.is_some_and(|s| s.is_ipv6());
+    let mut tries = 0;
+    loop {
+        match links.add_route(r) {
+            Err(LinkError::Other { errno, .. })
+                if errno == EINVAL && waits_for_dad && tries < TENTATIVE_RETRIES =>
+            {
+                tries += 1;
+                links.pause(TENTATIVE_RETRY_INTERVAL);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// A step that failed and why.

@@ -8,6 +8,10 @@
 //! dump). Strict checking is on, so the kernel rejects attributes it would otherwise ignore
 //! (Linux ≥ 4.20).
 //!
+//! Replies are awaited without a timeout: the kernel handles an rtnetlink request inside
+//! the `sendmsg` that carries it (a dump continues as neli's thread drains it), so the
+//! answer is already queued, or on its way, when `send` returns.
+//!
 //! Threads: `NlRouter::connect` starts one unnamed background thread (neli's epoll loop; we
 //! cannot name it) that lives as long as the [`Rtnl`]. Requests from several threads are
 //! matched to replies by sequence number, so one `Rtnl` may be shared.
@@ -35,6 +39,8 @@ use super::{LinkError, Links, valid_ifname};
 
 /// `RTM_DELLINKPROP` (`linux/rtnetlink.h`, Linux ≥ 5.5): not among neli's `Rtm` variants.
 const RTM_DELLINKPROP: u16 = 109;
+/// How many times a dump is read when the kernel says it was interrupted.
+const DUMP_ATTEMPTS: usize = 3;
 /// `NLA_F_NESTED | NLA_F_NET_BYTEORDER`: flag bits of an attribute type.
 const NLA_FLAGS: u16 = 0xc000;
 
@@ -63,7 +69,9 @@ impl Rtnl {
     }
 
     /// Send one request and read every reply. `decode` turns each reply body into a value
-    /// (or skips it). Non-dump requests must end with an ACK.
+    /// (or skips it). Non-dump requests must end with an ACK. A dump the kernel marks
+    /// `NLM_F_DUMP_INTR` (the table changed while it was being read, so the result may
+    /// miss or repeat entries) is re-run, up to [`DUMP_ATTEMPTS`] times in all.
     fn exchange<P, T>(
         &self,
         what: &str,
@@ -73,44 +81,56 @@ impl Rtnl {
         mut decode: impl FnMut(&P) -> Result<Option<T>, String>,
     ) -> Result<Vec<T>, LinkError>
     where
-        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug,
+        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug + Clone,
     {
         let dump = flags.contains(NlmF::DUMP);
-        let recv: NlRouterReceiverHandle<Rtm, P> = self
-            .router
-            .send(Rtm::from(ty), flags, NlPayload::Payload(body))
-            .map_err(|e| router_error(what, e))?;
-        let mut out = Vec::new();
-        let mut acked = false;
-        for msg in recv {
-            let msg = msg.map_err(|e| router_error(what, e))?;
-            match msg.nl_payload() {
-                NlPayload::Ack(_) => acked = true,
-                NlPayload::Payload(p) => {
-                    if let Some(v) = decode(p).map_err(|detail| LinkError::Netlink {
-                        what: what.into(),
-                        detail,
-                    })? {
-                        out.push(v);
+        for _ in 0..DUMP_ATTEMPTS {
+            let recv: NlRouterReceiverHandle<Rtm, P> = self
+                .router
+                .send(Rtm::from(ty), flags, NlPayload::Payload(body.clone()))
+                .map_err(|e| router_error(what, e))?;
+            let mut out = Vec::new();
+            let mut acked = false;
+            let mut interrupted = false;
+            for msg in recv {
+                let msg = msg.map_err(|e| router_error(what, e))?;
+                interrupted |= msg.nl_flags().contains(NlmF::DUMP_INTR);
+                match msg.nl_payload() {
+                    NlPayload::Ack(_) => acked = true,
+                    NlPayload::Payload(p) => {
+                        if let Some(v) = decode(p).map_err(|detail| LinkError::Netlink {
+                            what: what.into(),
+                            detail,
+                        })? {
+                            out.push(v);
+                        }
                     }
+                    NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
+                    NlPayload::DumpExtAck(_) | NlPayload::Empty => {}
                 }
-                NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
-                NlPayload::DumpExtAck(_) | NlPayload::Empty => {}
             }
+            if dump && interrupted {
+                log::debug!("netlink dump interrupted, re-reading what=\"{what}\"");
+                continue;
+            }
+            if !dump && !acked {
+                return Err(LinkError::Netlink {
+                    what: what.into(),
+                    detail: "the kernel sent no ACK".into(),
+                });
+            }
+            return Ok(out);
         }
-        if !dump && !acked {
-            return Err(LinkError::Netlink {
-                what: what.into(),
-                detail: "the kernel sent no ACK".into(),
-            });
-        }
-        Ok(out)
+        Err(LinkError::Netlink {
+            what: what.into(),
+            detail: format!("dump interrupted by concurrent changes {DUMP_ATTEMPTS} times"),
+        })
     }
 
     /// A request whose only reply is the ACK.
     fn ack<P>(&self, what: &str, ty: u16, flags: NlmF, body: P) -> Result<(), LinkError>
     where
-        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug,
+        P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug + Clone,
     {
         self.exchange(what, ty, flags | NlmF::ACK, body, |_| Ok(None::<()>))
             .map(drop)
@@ -134,6 +154,20 @@ impl Rtnl {
                 detail: "expected exactly one RTM_NEWLINK reply".into(),
             }),
         }
+    }
+
+    /// Requests name links by index; when one fails, say which link that was (one more
+    /// request, on the error path only; the index stays if the link is gone).
+    fn named<T>(&self, ifindex: u32, r: Result<T, LinkError>) -> Result<T, LinkError> {
+        r.map_err(|e| match self.link_by_index(ifindex) {
+            Ok(link) => e.map_what(|w| {
+                w.replace(
+                    &format!("link index {ifindex}"),
+                    &format!("link {} (index {ifindex})", link.name),
+                )
+            }),
+            Err(_) => e,
+        })
     }
 
     fn set_link(&self, what: &str, hdr: LinkHdr, attrs: Vec<Attr>) -> Result<(), LinkError> {
@@ -170,7 +204,8 @@ impl Links for Rtnl {
             flags: LinkFlags::UP.0,
             change: LinkFlags::UP.0,
         };
-        self.set_link(&format!("set link index {ifindex} up"), hdr, Vec::new())
+        let what = format!("set link index {ifindex} up");
+        self.named(ifindex, self.set_link(&what, hdr, Vec::new()))
     }
 
     fn set_down(&self, ifindex: u32) -> Result<(), LinkError> {
@@ -179,20 +214,14 @@ impl Links for Rtnl {
             flags: 0,
             change: LinkFlags::UP.0,
         };
-        self.set_link(&format!("set link index {ifindex} down"), hdr, Vec::new())
+        let what = format!("set link index {ifindex} down");
+        self.named(ifindex, self.set_link(&what, hdr, Vec::new()))
     }
 
     fn set_mtu(&self, ifindex: u32, mtu: u32) -> Result<(), LinkError> {
-        let hdr = LinkHdr {
-            index: ifindex,
-            ..LinkHdr::default()
-        };
         let attrs = vec![(wire::ifla::MTU, mtu.to_ne_bytes().to_vec())];
-        self.set_link(
-            &format!("set mtu {mtu} on link index {ifindex}"),
-            hdr,
-            attrs,
-        )
+        let what = format!("set mtu {mtu} on link index {ifindex}");
+        self.named(ifindex, self.set_link(&what, LinkHdr::on(ifindex), attrs))
     }
 
     fn set_name(&self, ifindex: u32, name: &str) -> Result<(), LinkError> {
@@ -203,12 +232,8 @@ impl Links for Rtnl {
                 detail: "not a valid interface name".into(),
             });
         }
-        let hdr = LinkHdr {
-            index: ifindex,
-            ..LinkHdr::default()
-        };
         let attrs = vec![wire::str_attr(wire::ifla::IFNAME, name)];
-        self.set_link(&what, hdr, attrs)
+        self.named(ifindex, self.set_link(&what, LinkHdr::on(ifindex), attrs))
     }
 
     fn del_altname(&self, ifindex: u32, altname: &str) -> Result<(), LinkError> {
@@ -218,13 +243,10 @@ impl Links for Rtnl {
                 what: what.clone(),
                 detail,
             })?;
-        let hdr = LinkHdr {
-            index: ifindex,
-            ..LinkHdr::default()
-        };
         let attrs = vec![(wire::ifla::PROP_LIST | wire::NLA_F_NESTED, nest)];
-        let body = link_msg(&what, hdr, attrs)?;
-        self.ack(&what, RTM_DELLINKPROP, NlmF::empty(), body)
+        let body = link_msg(&what, LinkHdr::on(ifindex), attrs)?;
+        let r = self.ack(&what, RTM_DELLINKPROP, NlmF::empty(), body);
+        self.named(ifindex, r)
     }
 
     fn addrs(&self, ifindex: Option<u32>) -> Result<Vec<Addr>, LinkError> {
@@ -250,14 +272,16 @@ impl Links for Rtnl {
         let (hdr, attrs) = wire::encode_addr(addr, false);
         let body = addr_msg(&what, hdr, attrs)?;
         let flags = NlmF::CREATE | NlmF::EXCL;
-        self.ack(&what, u16::from(Rtm::Newaddr), flags, body)
+        let r = self.ack(&what, u16::from(Rtm::Newaddr), flags, body);
+        self.named(addr.ifindex, r)
     }
 
     fn del_addr(&self, addr: &Addr) -> Result<(), LinkError> {
         let what = format!("delete address {addr} from link index {}", addr.ifindex);
         let (hdr, attrs) = wire::encode_addr(addr, true);
         let body = addr_msg(&what, hdr, attrs)?;
-        self.ack(&what, u16::from(Rtm::Deladdr), NlmF::empty(), body)
+        let r = self.ack(&what, u16::from(Rtm::Deladdr), NlmF::empty(), body);
+        self.named(addr.ifindex, r)
     }
 
     fn routes(&self, ifindex: u32) -> Result<Vec<Route>, LinkError> {
@@ -281,18 +305,20 @@ impl Links for Rtnl {
     }
 
     fn add_route(&self, route: &Route) -> Result<(), LinkError> {
-        let what = format!("add route {route}");
+        let what = format!("add route {route} on link index {}", route.oif);
         let (hdr, attrs) = wire::encode_route(route);
         let body = route_msg(&what, hdr, attrs)?;
         let flags = NlmF::CREATE | NlmF::EXCL;
-        self.ack(&what, u16::from(Rtm::Newroute), flags, body)
+        let r = self.ack(&what, u16::from(Rtm::Newroute), flags, body);
+        self.named(route.oif, r)
     }
 
     fn del_route(&self, route: &Route) -> Result<(), LinkError> {
-        let what = format!("delete route {route}");
+        let what = format!("delete route {route} on link index {}", route.oif);
         let (hdr, attrs) = wire::encode_route(route);
         let body = route_msg(&what, hdr, attrs)?;
-        self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body)
+        let r = self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body);
+        self.named(route.oif, r)
     }
 }
 
@@ -423,4 +449,17 @@ fn decode_route(m: &Rtmsg) -> Result<Option<Route>, String> {
         flags: m.rtm_flags().bits(),
     };
     wire::decode_route(&hdr, &attrs_of(m.rtattrs()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The controller shares one backend between threads.
+    #[test]
+    fn backends_are_send_and_sync() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Rtnl>();
+        shareable::<crate::netlink::FakeLinks>();
+    }
 }

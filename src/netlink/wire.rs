@@ -70,6 +70,16 @@ pub(crate) struct LinkHdr {
     pub change: u32,
 }
 
+impl LinkHdr {
+    /// A request about link `index` that changes no flags.
+    pub fn on(index: u32) -> LinkHdr {
+        LinkHdr {
+            index,
+            ..LinkHdr::default()
+        }
+    }
+}
+
 /// `struct ifaddrmsg`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AddrHdr {

@@ -6,7 +6,10 @@
 //! Every change is one atomic, ordered bundle (OF1.5 §6.8): OPEN, ADD_MESSAGE…, CLOSE and
 //! a barrier; if the switch rejected any bundled message we DISCARD, otherwise COMMIT
 //! (what `ovs-ofctl --bundle` does too: OVS checks a flow mod when it is added, and a
-//! commit would install the others). A `replay` thread re-installs every owner's flows
+//! commit would install the others). OVS puts no limit on the messages in a bundle
+//! (`ofproto/bundles.c`; 100,000 flow mods in one bundle are benchmarked) but discards a
+//! bundle idle for 10 s (`connmgr.c` `BUNDLE_IDLE_TIMEOUT_DEFAULT`), so the commit follows
+//! the barrier reply at once. A `replay` thread re-installs every owner's flows
 //! and re-applies no-flood after each reconnect, since a restarted ovs-vswitchd has
 //! forgotten both.
 
@@ -15,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
@@ -28,7 +31,8 @@ use super::flowmod::{
     MultipartRequest, MultipartRequestBody,
 };
 use super::flowset::FlowSet;
-use super::msg::{Body, Msg, Port, PortMod10};
+use super::liveness::Backoff;
+use super::msg::{Body, ErrorMsg, Msg, Port, PortMod10};
 
 /// What the controllers need from OpenFlow; narrow so a recording fake is easy.
 pub trait Flows: Send + Sync {
@@ -56,6 +60,11 @@ pub struct OfFlowsConfig {
 }
 
 impl OfFlowsConfig {
+    /// The bridge's socket under OVS's run directory (`--ovs-rundir`, DESIGN §2).
+    pub fn for_bridge(rundir: &std::path::Path, bridge: &str, round: u16) -> OfFlowsConfig {
+        OfFlowsConfig::new(rundir.join(format!("{bridge}.mgmt")), bridge, round)
+    }
+
     pub fn new(mgmt: PathBuf, name: &str, round: u16) -> OfFlowsConfig {
         OfFlowsConfig {
             mgmt,
@@ -134,8 +143,9 @@ impl OfFlows {
         Ok(())
     }
 
-    /// One value (the OF1.5 connection generation) after each completed replay: the
-    /// daemon re-reads ofports then, since a restarted switch may renumber them.
+    /// One value (the OF1.5 connection generation) after each completed flow replay: the
+    /// daemon re-reads ofports then, since a restarted switch may renumber them. No-flood
+    /// is re-applied after it, retried until every wanted port is back.
     pub fn reconnects(&self) -> &Receiver<u64> {
         &self.reconnects
     }
@@ -144,6 +154,11 @@ impl OfFlows {
     /// switch first) and re-apply no-flood, in one bundle plus the port mods.
     pub fn replay_all(&self) -> Result<(), OfError> {
         self.shared.replay_all()
+    }
+
+    /// Number of flows installed through this backend (all owners), for status output.
+    pub fn flow_count(&self) -> usize {
+        self.shared.lock().set.len()
     }
 
     /// The flows tether believes are installed for `owner`.
@@ -206,9 +221,9 @@ impl Drop for OfFlows {
 impl Flows for OfFlows {
     fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
         let mut st = self.shared.lock();
-        let plan = st.set.plan_apply(owner, flows)?;
+        let mut plan = st.set.plan_apply(owner, flows)?;
         if !plan.is_empty() {
-            self.shared.bundle_mods(&plan.mods)?;
+            self.shared.bundle_mods(std::mem::take(&mut plan.mods))?;
         }
         st.set.commit(plan);
         Ok(())
@@ -216,9 +231,9 @@ impl Flows for OfFlows {
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         let mut st = self.shared.lock();
-        let plan = st.set.plan_remove(owner);
+        let mut plan = st.set.plan_remove(owner);
         if !plan.is_empty() {
-            self.shared.bundle_mods(&plan.mods)?;
+            self.shared.bundle_mods(std::mem::take(&mut plan.mods))?;
         }
         st.set.commit(plan);
         Ok(())
@@ -226,7 +241,12 @@ impl Flows for OfFlows {
 
     fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         let mut st = self.shared.lock();
-        self.shared.port_mod_no_flood(ofport, on)?;
+        match self.shared.port_mod_no_flood(ofport, on) {
+            Ok(()) => {}
+            // Clearing the bit of a port that is gone: nothing left to clear or replay.
+            Err(OfError::PortNotFound { .. }) if !on => {}
+            Err(e) => return Err(e),
+        }
         if on {
             st.no_flood.insert(ofport);
         } else {
@@ -256,44 +276,73 @@ impl Shared {
 
     fn bundle(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
         let _st = self.lock();
-        self.bundle_mods(&mods)
+        self.bundle_mods(mods)
     }
 
     /// OPEN, ADD…, CLOSE (+ barrier); then COMMIT, or DISCARD if anything was rejected.
-    fn bundle_mods(&self, mods: &[FlowMod]) -> Result<(), OfError> {
+    fn bundle_mods(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
         let id = self.bundle_id.fetch_add(1, Ordering::Relaxed);
         let flags = bundle_flags::ATOMIC | bundle_flags::ORDERED;
         let ctrl = |t| Body::BundleControl(BundleControl::new(id, t, flags));
-        let mut bodies = Vec::with_capacity(mods.len() + 2);
+        let n = mods.len();
+        let mut bodies = Vec::with_capacity(n + 2);
         bodies.push(ctrl(BundleCtrlType::OPEN_REQUEST));
+        // Describing a rejected message needs its flow mod; keep only the few words we log.
+        let mut summaries = Vec::with_capacity(n);
         for m in mods {
+            summaries.push((m.command, m.table_id, m.priority));
             bodies.push(Body::BundleAdd(BundleAdd {
                 bundle_id: id,
                 flags,
                 // The connection sets the inner xid to the BUNDLE_ADD's.
-                msg: Box::new(Msg::new(Version::OF15, 0, Body::FlowMod(m.clone()))),
+                msg: Box::new(Msg::new(Version::OF15, 0, Body::FlowMod(m))),
                 properties: Vec::new(),
             }));
         }
         bodies.push(ctrl(BundleCtrlType::CLOSE_REQUEST));
-        let describe = |i: usize| match i {
+        let describe = |i: usize, e: &ErrorMsg| match i {
             0 => format!("bundle {id} open"),
-            i if i <= mods.len() => describe_mod(&mods[i - 1]),
+            i if i <= n => {
+                let (command, table, priority) = summaries[i - 1];
+                // The switch echoes the failed message; its match is the useful part.
+                let detail = match e.failed_msg().map(|m| m.body) {
+                    Some(Body::BundleAdd(b)) => match b.msg.body {
+                        Body::FlowMod(fm) => format!(" match={:?}", fm.match_),
+                        _ => String::new(),
+                    },
+                    Some(Body::FlowMod(fm)) => format!(" match={:?}", fm.match_),
+                    _ => String::new(),
+                };
+                format!("flow_mod {command} table={table} priority={priority}{detail}")
+            }
             _ => format!("bundle {id} close"),
         };
-        let r = self.transact15(bodies, "bundle")?;
-        if let Err(e) = first_error(&r, describe) {
-            log::warn!("openflow bundle rejected bundle={id} err={e}; discarding");
-            if let Err(d) = self.transact15(vec![ctrl(BundleCtrlType::DISCARD_REQUEST)], "discard")
-            {
-                log::warn!("openflow bundle discard failed bundle={id} err={d}");
+        let r = match self.transact15(bodies, "bundle") {
+            Ok(r) => r,
+            Err(e) => {
+                self.discard(id, flags);
+                return Err(e);
             }
+        };
+        if let Err(e) = first_error_with(&r, describe) {
+            log::warn!("openflow bundle rejected bundle={id} err={e}; discarding");
+            self.discard(id, flags);
             return Err(e);
         }
         let r = self.transact15(vec![ctrl(BundleCtrlType::COMMIT_REQUEST)], "commit")?;
-        first_error(&r, |_| {
-            format!("bundle {id} commit ({} flow mods)", mods.len())
-        })
+        first_error(&r, |_| format!("bundle {id} commit ({n} flow mods)"))
+    }
+
+    /// Best effort: OVS also drops an open bundle when the connection closes.
+    fn discard(&self, id: u32, flags: u16) {
+        let body = Body::BundleControl(BundleControl::new(
+            id,
+            BundleCtrlType::DISCARD_REQUEST,
+            flags,
+        ));
+        if let Err(e) = self.transact15(vec![body], "discard") {
+            log::warn!("openflow bundle discard failed bundle={id} err={e}");
+        }
     }
 
     fn port_mod_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
@@ -332,23 +381,28 @@ impl Shared {
     }
 
     fn replay_all(&self) -> Result<(), OfError> {
+        self.replay_flows()?;
+        self.replay_no_flood()
+    }
+
+    fn replay_flows(&self) -> Result<(), OfError> {
         let st = self.lock();
         let mods = st.set.replay_mods();
-        self.bundle_mods(&mods)?;
+        self.bundle_mods(mods)?;
         log::info!(
             "openflow replayed flows={} owners={}",
             st.set.len(),
             st.set.owners().count()
         );
-        self.replay_no_flood(&st)
+        Ok(())
     }
 
     /// Re-apply no-flood to every port that wants it; tries all, returns the first error.
-    fn replay_no_flood(&self, st: &State) -> Result<(), OfError> {
+    fn replay_no_flood(&self) -> Result<(), OfError> {
+        let st = self.lock();
         let mut first = None;
         for &p in &st.no_flood {
             if let Err(e) = self.port_mod_no_flood(p, true) {
-                log::warn!("openflow no-flood replay failed port={p} err={e}");
                 first.get_or_insert(e);
             }
         }
@@ -356,50 +410,97 @@ impl Shared {
     }
 }
 
-fn describe_mod(m: &FlowMod) -> String {
-    format!(
-        "flow_mod {} table={} priority={} match={:?}",
-        m.command, m.table_id, m.priority, m.match_
-    )
-}
-
 /// The first switch error of a batch as an [`OfError::Switch`], naming the message.
 fn first_error(r: &Reply, describe: impl Fn(usize) -> String) -> Result<(), OfError> {
+    first_error_with(r, |i, _| describe(i))
+}
+
+fn first_error_with(
+    r: &Reply,
+    describe: impl Fn(usize, &ErrorMsg) -> String,
+) -> Result<(), OfError> {
     match r.errors.first() {
         None => Ok(()),
         Some((i, e)) => Err(OfError::Switch {
             name: e.name(),
             type_: e.type_.0,
             code: e.code,
-            failed: describe(*i),
+            failed: describe(*i, e),
         }),
     }
 }
 
+/// Replays after every (re)connect, and retries with backoff until they succeed: after an
+/// ovs-vswitchd restart the management socket answers before every port is back, so a
+/// first no-flood attempt can find its port missing (and a flow replay can race a second
+/// disconnect).
 fn replay_loop(sh: &Shared, stop: &Receiver<()>, reconnects: &Sender<u64>) {
+    let mut flows_due: Option<u64> = None;
+    let mut no_flood_due = false;
+    let mut retry_at: Option<Instant> = None;
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    let mut failures = 0u32;
     loop {
+        let wait = retry_at.map_or(Duration::from_secs(3600), |t| {
+            t.saturating_duration_since(Instant::now())
+        });
         select! {
             recv(stop) -> _ => return,
             recv(sh.of15.events()) -> ev => match ev {
-                Ok(ConnEvent::Connected { generation }) => match sh.replay_all() {
-                    Ok(()) => {
-                        let _ = reconnects.try_send(generation);
-                    }
-                    Err(e) => log::warn!("openflow replay failed generation={generation} err={e}"),
-                },
+                Ok(ConnEvent::Connected { generation }) => {
+                    flows_due = Some(generation);
+                    no_flood_due = true;
+                    retry_at = Some(Instant::now());
+                    backoff.reset();
+                }
                 Ok(ConnEvent::Disconnected { .. }) => {}
                 Err(_) => return,
             },
             recv(sh.of10.events()) -> ev => match ev {
                 Ok(ConnEvent::Connected { .. }) => {
-                    let st = sh.lock();
-                    if let Err(e) = sh.replay_no_flood(&st) {
-                        log::warn!("openflow no-flood replay failed err={e}");
-                    }
+                    no_flood_due = true;
+                    retry_at = Some(Instant::now());
+                    backoff.reset();
                 }
                 Ok(ConnEvent::Disconnected { .. }) => {}
                 Err(_) => return,
             },
+            default(wait) => {}
+        }
+        if retry_at.is_none_or(|t| Instant::now() < t) {
+            continue;
+        }
+        let mut failed = None;
+        if let Some(generation) = flows_due {
+            match sh.replay_flows() {
+                Ok(()) => {
+                    flows_due = None;
+                    let _ = reconnects.try_send(generation);
+                }
+                Err(e) => failed = Some(format!("flows: {e}")),
+            }
+        }
+        if no_flood_due && flows_due.is_none() {
+            match sh.replay_no_flood() {
+                Ok(()) => no_flood_due = false,
+                Err(e) => failed = Some(format!("no-flood: {e}")),
+            }
+        }
+        match failed {
+            None => {
+                failures = 0;
+                retry_at = None;
+            }
+            Some(err) => {
+                // Retries repeat themselves; say it once per streak, then quietly.
+                if failures == 0 {
+                    log::warn!("openflow replay failed, retrying err={err}");
+                } else {
+                    log::debug!("openflow replay retry failed attempt={failures} err={err}");
+                }
+                failures += 1;
+                retry_at = Some(Instant::now() + backoff.next_delay());
+            }
         }
     }
 }

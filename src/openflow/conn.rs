@@ -1,9 +1,11 @@
 //! The one place OpenFlow touches a socket: a connection to `<rundir>/<bridge>.mgmt`, owned
 //! by one thread (`Conn::start`), plus a helper thread that only reads and frames bytes.
 //! Callers hand the owner a batch of message bodies with a reply channel
-//! ([`Conn::transact`]); the owner assigns xids, encodes the batch and a closing barrier
-//! into one buffer, writes it, and answers when the barrier reply arrives, with every
-//! reply and error attributed to the message (by index) that caused it.
+//! ([`Conn::transact`]); the owner assigns consecutive xids, encodes the batch and a
+//! closing barrier into 128 KiB buffers written as they fill (one syscall per chunk, not
+//! per message, and the switch starts on the first chunk while we encode the next), and
+//! answers when the barrier reply arrives, with every reply and error attributed to the
+//! message (by index) that caused it.
 //!
 //! ```text
 //!   Disconnected{retry_at} ──connect, HELLO exchange ok──► Connected{generation}
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, select};
 
 use super::consts::{MsgType, MsgType10, Version};
+use super::liveness::{Backoff, Keepalive, KeepaliveAction};
 use super::msg::{Body, ErrorMsg, HEADER_LEN, Hello, Msg};
 use super::{OfError, WireError};
 
@@ -197,78 +200,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Exponential backoff between connection attempts; pure, time is the caller's.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    pub fn new(min: Duration, max: Duration) -> Backoff {
-        Backoff {
-            min,
-            max,
-            next: min,
-        }
-    }
-
-    /// The delay before the next attempt; doubles up to `max`.
-    pub fn next_delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    pub fn reset(&mut self) {
-        self.next = self.min;
-    }
-}
-
-/// Echo keepalive; pure, `now` comes from the caller.
-#[derive(Debug, Clone)]
-pub struct Keepalive {
-    interval: Duration,
-    last_rx: Instant,
-    probe_sent: Option<Instant>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeepaliveAction {
-    Nothing,
-    SendEcho,
-    Dead,
-}
-
-impl Keepalive {
-    pub fn new(interval: Duration, now: Instant) -> Keepalive {
-        Keepalive {
-            interval,
-            last_rx: now,
-            probe_sent: None,
-        }
-    }
-
-    /// Anything received proves the peer alive.
-    pub fn received(&mut self, now: Instant) {
-        self.last_rx = now;
-        self.probe_sent = None;
-    }
-
-    pub fn poll(&mut self, now: Instant) -> KeepaliveAction {
-        match self.probe_sent {
-            Some(t) if now.duration_since(t) >= self.interval => KeepaliveAction::Dead,
-            Some(_) => KeepaliveAction::Nothing,
-            None if now.duration_since(self.last_rx) >= self.interval => {
-                self.probe_sent = Some(now);
-                KeepaliveAction::SendEcho
-            }
-            None => KeepaliveAction::Nothing,
-        }
-    }
-}
-
 /// Reads whole messages out of a byte stream, keeping partial ones across read timeouts.
 struct FrameReader {
     buf: Vec<u8>,
@@ -370,6 +301,8 @@ struct Pending {
     first: u32,
     barrier: u32,
     reply: Reply,
+    /// A message of the batch could not be encoded; it and the rest were not sent.
+    encode_error: Option<WireError>,
     tx: Sender<Result<Reply, OfError>>,
 }
 
@@ -672,42 +605,55 @@ impl Owner {
         tx: Sender<Result<Reply, OfError>>,
     ) -> Result<(), OfError> {
         let version = self.opts.version;
+        let n =
+            u32::try_from(bodies.len()).map_err(|_| WireError::TooLong { len: bodies.len() })?;
+        // The batch's xids are consecutive, the barrier's last; never wrap inside a batch.
+        if self.next_xid.checked_add(n.saturating_add(1)).is_none() {
+            self.next_xid = 1;
+        }
         let first = self.next_xid;
-        let mut buf = Vec::with_capacity(bodies.len() * 128 + 16);
-        let mut last = first;
-        for body in bodies {
-            let xid = self.xid();
-            last = xid;
-            let mut body = body;
+        let barrier = first + n;
+        self.next_xid = barrier.wrapping_add(1).max(1);
+        link.pending.push(Pending {
+            first,
+            barrier,
+            reply: Reply::default(),
+            encode_error: None,
+            tx,
+        });
+        // Encode and write in chunks, so the switch starts on the first messages while we
+        // encode the rest, and drain what it sends in between, so a large batch whose
+        // messages fail one by one cannot fill both socket buffers and deadlock.
+        let mut buf = Vec::with_capacity(WRITE_CHUNK + 64 * 1024);
+        for (xid, mut body) in (first..).zip(bodies) {
             // OVS requires a bundled message's xid to equal the BUNDLE_ADD's.
             if let Body::BundleAdd(b) = &mut body {
                 b.msg.xid = xid;
             }
             if let Err(e) = Msg::new(version, xid, body).encode(&mut buf) {
-                let _ = tx.send(Err(OfError::Encode(e)));
-                return Ok(());
+                // Stop here; the barrier still goes out so the batch completes, as an error.
+                if let Some(p) = link.pending.iter_mut().find(|p| p.first == first) {
+                    p.encode_error = Some(e);
+                }
+                break;
+            }
+            if buf.len() >= WRITE_CHUNK {
+                self.write_and_drain(link, &buf)?;
+                buf.clear();
             }
         }
-        let barrier = self.xid();
-        debug_assert!(barrier == last.wrapping_add(1) || first == barrier);
         Msg::new(version, barrier, Body::BarrierRequest).encode(&mut buf)?;
-        link.pending.push(Pending {
-            first,
-            barrier,
-            reply: Reply::default(),
-            tx,
-        });
-        // Write in chunks and drain what the switch sends in between, so a large batch
-        // whose messages fail one by one cannot fill both socket buffers and deadlock.
-        for chunk in buf.chunks(WRITE_CHUNK) {
-            link.stream
-                .write_all(chunk)
-                .map_err(|e| self.io_err("write", e))?;
-            while let Ok(inc) = link.incoming.try_recv() {
-                match inc {
-                    Incoming::Msg(m) => self.handle(link, m)?,
-                    Incoming::Closed(e) => return Err(e),
-                }
+        self.write_and_drain(link, &buf)
+    }
+
+    fn write_and_drain(&mut self, link: &mut Link, buf: &[u8]) -> Result<(), OfError> {
+        link.stream
+            .write_all(buf)
+            .map_err(|e| self.io_err("write", e))?;
+        while let Ok(inc) = link.incoming.try_recv() {
+            match inc {
+                Incoming::Msg(m) => self.handle(link, m)?,
+                Incoming::Closed(e) => return Err(e),
             }
         }
         Ok(())
@@ -755,7 +701,10 @@ impl Owner {
             }
             (Body::BarrierReply, Some(i)) if link.pending[i].barrier == m.xid => {
                 let p = link.pending.remove(i);
-                let _ = p.tx.send(Ok(p.reply));
+                let _ = p.tx.send(match p.encode_error {
+                    Some(e) => Err(OfError::Encode(e)),
+                    None => Ok(p.reply),
+                });
             }
             (body, Some(i)) => {
                 let p = &mut link.pending[i];

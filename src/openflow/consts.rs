@@ -237,6 +237,9 @@ open_newtype! {
         NXM_0 = 0x0000,
         NXM_1 = 0x0001,
         OPENFLOW_BASIC = 0x8000,
+        /// `OFPXMC_PACKET_REGS` (OF1.5 §7.2.3.10): 64-bit `xreg<n>` = `reg<2n>:reg<2n+1>`.
+        /// OVS answers flow-desc requests with a pair of registers merged into one.
+        PACKET_REGS = 0x8001,
         EXPERIMENTER = 0xffff,
     }
 }

@@ -4,6 +4,7 @@
 //! uses (`pkg/agent/openflow/cookie/allocator.go`; reference antrea.md §3.2).
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::action::{Action, Instruction};
 use super::consts::FlowModCommand;
@@ -69,7 +70,7 @@ pub struct FlowKey {
 /// What a flow does; compared to decide between "unchanged", modify and re-add.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowValue {
-    pub instructions: Vec<Instruction>,
+    pub instructions: Arc<Vec<Instruction>>,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
 }
@@ -92,7 +93,7 @@ impl Flow {
                 match_: Match::default(),
             },
             value: FlowValue {
-                instructions: Vec::new(),
+                instructions: Arc::default(),
                 idle_timeout: 0,
                 hard_timeout: 0,
             },
@@ -107,10 +108,18 @@ impl Flow {
         self
     }
 
+    /// Add several match fields at once (one canonical re-sort instead of one per field).
+    pub fn matches(mut self, fields: impl IntoIterator<Item = MatchField>) -> Flow {
+        let mut all = self.key.match_.fields().to_vec();
+        all.extend(fields);
+        self.key.match_ = Match::new(all);
+        self
+    }
+
     /// Append actions to the flow's apply-actions instruction (created on first use, and
     /// kept before any goto_table, the order OVS prints and encodes).
     pub fn actions(mut self, actions: impl IntoIterator<Item = Action>) -> Flow {
-        let ins = &mut self.value.instructions;
+        let ins = Arc::make_mut(&mut self.value.instructions);
         if let Some(Instruction::ApplyActions(list)) = ins
             .iter_mut()
             .find(|i| matches!(i, Instruction::ApplyActions(_)))
@@ -124,7 +133,7 @@ impl Flow {
 
     /// `goto_table:<table>`.
     pub fn goto(mut self, table: u8) -> Flow {
-        self.value.instructions.push(Instruction::GotoTable(table));
+        Arc::make_mut(&mut self.value.instructions).push(Instruction::GotoTable(table));
         self
     }
 

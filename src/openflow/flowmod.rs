@@ -2,6 +2,8 @@
 //! and `BUNDLE_ADD_MESSAGE` (§7.3.9), and the multipart flow-description and
 //! port-description requests and replies (§7.3.5.2, §7.3.5.7) used to read state back.
 
+use std::sync::Arc;
+
 use super::WireError;
 use super::action::{Instruction, decode_instructions, encode_instructions};
 use super::codec::{Reader, Writer, pad8};
@@ -27,7 +29,8 @@ pub struct FlowMod {
     pub flags: u16,
     pub importance: u16,
     pub match_: Match,
-    pub instructions: Vec<Instruction>,
+    /// Shared with the flow set's copy (see [`Match`]).
+    pub instructions: Arc<Vec<Instruction>>,
 }
 
 impl FlowMod {
@@ -48,7 +51,7 @@ impl FlowMod {
             flags: 0,
             importance: 0,
             match_,
-            instructions: Vec::new(),
+            instructions: Arc::default(),
         }
     }
 
@@ -92,7 +95,7 @@ impl FlowMod {
         let flags = r.u16("flags")?;
         let importance = r.u16("importance")?;
         let match_ = Match::decode(r)?;
-        let instructions = decode_instructions(r)?;
+        let instructions = Arc::new(decode_instructions(r)?);
         Ok(FlowMod {
             cookie,
             cookie_mask,

@@ -4,21 +4,87 @@
 //! only when the switch accepted it, so the set always mirrors what is on the bridge.
 //!
 //! A flow key (table, priority, match) belongs to at most one owner; asking for a key
-//! another owner holds is a [`OfError::Conflict`], not a silent takeover.
+//! another owner holds is an [`OfError::Conflict`], not a silent takeover. The index that
+//! finds the holder stores key hashes, not key copies: 100,000 flows are kept once.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use super::OfError;
 use super::consts::FlowModCommand;
 use super::flow::{Flow, FlowKey, FlowValue, Owner, ROUND_MASK, cookie};
 use super::flowmod::FlowMod;
 
-/// Installed flows by owner, plus an index from key to owner for conflict checks.
+/// The multiply-rotate hash rustc uses internally (FxHash): no keyed seed, which is fine
+/// here (keys are our own flows, not attacker input) and several times faster than SipHash
+/// on the deep derived hashes of flow keys.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(u64::try_from(i).unwrap_or(u64::MAX));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxBuild = BuildHasherDefault<FxHasher>;
+type FlowMap = HashMap<FlowKey, FlowValue, FxBuild>;
+
+fn key_hash(k: &FlowKey) -> u64 {
+    let mut h = FxHasher::default();
+    k.hash(&mut h);
+    h.finish()
+}
+
+/// Owners of the keys with one hash: nearly always one.
+#[derive(Debug, Clone)]
+enum Holders {
+    One(Owner),
+    Many(Vec<Owner>),
+}
+
+/// Installed flows by owner, plus an index from key hash to owners for conflict checks.
 #[derive(Debug, Default)]
 pub struct FlowSet {
     round: u16,
-    owners: BTreeMap<Owner, BTreeMap<FlowKey, FlowValue>>,
-    holder: HashMap<FlowKey, Owner>,
+    owners: BTreeMap<Owner, FlowMap>,
+    holders: HashMap<u64, Holders, FxBuild>,
+    len: usize,
 }
 
 /// What to send for one owner and the state to record once it is on the switch.
@@ -27,7 +93,7 @@ pub struct Plan {
     pub owner: Owner,
     /// Flow mods in sending order: deletes, then modifies, then adds.
     pub mods: Vec<FlowMod>,
-    next: BTreeMap<FlowKey, FlowValue>,
+    next: FlowMap,
 }
 
 impl Plan {
@@ -55,16 +121,17 @@ impl FlowSet {
 
     /// Number of installed flows over all owners.
     pub fn len(&self) -> usize {
-        self.holder.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.holder.is_empty()
+        self.len == 0
     }
 
-    /// Installed flows of one owner, in key order.
+    /// Installed flows of one owner, sorted.
     pub fn flows(&self, owner: Owner) -> Vec<Flow> {
-        self.owners
+        let mut v: Vec<Flow> = self
+            .owners
             .get(&owner)
             .map(|m| {
                 m.iter()
@@ -74,48 +141,64 @@ impl FlowSet {
                     })
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 
     pub fn owners(&self) -> impl Iterator<Item = Owner> + '_ {
         self.owners.keys().copied()
     }
 
+    /// Another owner holding `key`, if any.
+    fn other_holder(&self, key: &FlowKey, h: u64, owner: Owner) -> Option<Owner> {
+        let holds =
+            |o: &Owner| *o != owner && self.owners.get(o).is_some_and(|m| m.contains_key(key));
+        match self.holders.get(&h)? {
+            Holders::One(o) => holds(o).then_some(*o),
+            Holders::Many(v) => v.iter().copied().find(|o| holds(o)),
+        }
+    }
+
     /// The mods that turn `owner`'s installed flows into `flows`. Identical duplicates are
     /// merged; two different flows with one key, or a key another owner holds, is an error.
     pub fn plan_apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<Plan, OfError> {
-        let mut next: BTreeMap<FlowKey, FlowValue> = BTreeMap::new();
+        let mut next = FlowMap::with_capacity_and_hasher(flows.len(), FxBuild::default());
+        // With no other owner there is nobody to conflict with: skip hashing every key twice.
+        let others = self.owners.keys().any(|o| *o != owner);
         for f in flows {
-            if let Some(other) = self.holder.get(&f.key).filter(|o| **o != owner) {
-                return Err(OfError::Conflict {
-                    flow: format!("{:?}", f.key),
-                    owner: other.to_string(),
-                });
-            }
-            match next.get(&f.key) {
-                Some(v) if *v != f.value => {
+            if others {
+                if let Some(other) = self.other_holder(&f.key, key_hash(&f.key), owner) {
                     return Err(OfError::Conflict {
                         flow: format!("{:?}", f.key),
+                        owner: other.to_string(),
+                    });
+                }
+            }
+            match next.entry(f.key) {
+                Entry::Occupied(e) if *e.get() != f.value => {
+                    return Err(OfError::Conflict {
+                        flow: format!("{:?}", e.key()),
                         owner: format!("{owner} (two different flows with one key)"),
                     });
                 }
-                Some(_) => {}
-                None => {
-                    next.insert(f.key, f.value);
+                Entry::Occupied(_) => {}
+                Entry::Vacant(e) => {
+                    e.insert(f.value);
                 }
             }
         }
-        let empty = BTreeMap::new();
-        let old = self.owners.get(&owner).unwrap_or(&empty);
         let ck = self.cookie(owner);
-        let (mut deletes, mut modifies, mut adds) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, v) in old {
+        let old = self.owners.get(&owner);
+        let (mut mods, mut modifies, mut adds) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, v) in old.into_iter().flatten() {
             if !next.contains_key(k) {
-                deletes.push(to_mod(k, v, FlowModCommand::DELETE_STRICT, ck));
+                mods.push(to_mod(k, v, FlowModCommand::DELETE_STRICT, ck));
             }
         }
+        adds.reserve(next.len());
         for (k, v) in &next {
-            match old.get(k) {
+            match old.and_then(|m| m.get(k)) {
                 None => adds.push(to_mod(k, v, FlowModCommand::ADD, ck)),
                 Some(o) if o == v => {}
                 // MODIFY_STRICT changes instructions only (OF1.5 §6.4); a timeout change
@@ -126,13 +209,9 @@ impl FlowSet {
                 Some(_) => adds.push(to_mod(k, v, FlowModCommand::ADD, ck)),
             }
         }
-        deletes.append(&mut modifies);
-        deletes.append(&mut adds);
-        Ok(Plan {
-            owner,
-            mods: deletes,
-            next,
-        })
+        mods.append(&mut modifies);
+        mods.append(&mut adds);
+        Ok(Plan { owner, mods, next })
     }
 
     /// The mods that remove every flow of `owner`.
@@ -150,31 +229,60 @@ impl FlowSet {
         Plan {
             owner,
             mods,
-            next: BTreeMap::new(),
+            next: FlowMap::default(),
         }
     }
 
     /// Record a plan the switch accepted.
     pub fn commit(&mut self, plan: Plan) {
-        if let Some(old) = self.owners.remove(&plan.owner) {
+        let owner = plan.owner;
+        if let Some(old) = self.owners.remove(&owner) {
+            self.len -= old.len();
             for k in old.keys() {
-                self.holder.remove(k);
+                let h = key_hash(k);
+                let empty = match self.holders.get_mut(&h) {
+                    Some(Holders::One(o)) => *o == owner,
+                    Some(Holders::Many(v)) => {
+                        v.retain(|o| *o != owner);
+                        v.is_empty()
+                    }
+                    None => false,
+                };
+                if empty {
+                    self.holders.remove(&h);
+                }
             }
         }
         if plan.next.is_empty() {
             return;
         }
         for k in plan.next.keys() {
-            self.holder.insert(k.clone(), plan.owner);
+            let h = key_hash(k);
+            match self.holders.get_mut(&h) {
+                None => {
+                    self.holders.insert(h, Holders::One(owner));
+                }
+                Some(Holders::One(o)) if *o == owner => {}
+                Some(Holders::One(o)) => {
+                    let first = *o;
+                    self.holders.insert(h, Holders::Many(vec![first, owner]));
+                }
+                Some(Holders::Many(v)) => {
+                    if !v.contains(&owner) {
+                        v.push(owner);
+                    }
+                }
+            }
         }
-        self.owners.insert(plan.owner, plan.next);
+        self.len += plan.next.len();
+        self.owners.insert(owner, plan.next);
     }
 
     /// Everything needed to make a switch equal to this set after a reconnect: delete the
     /// current round's flows (whatever survived), then add every owner's flows. Flows of
     /// other rounds stay: a stale round is the daemon's to delete, after its first sync.
     pub fn replay_mods(&self) -> Vec<FlowMod> {
-        let mut mods = Vec::with_capacity(self.len() + 1);
+        let mut mods = Vec::with_capacity(self.len + 1);
         mods.push(FlowMod::delete_by_cookie(
             u64::from(self.round) << 48,
             ROUND_MASK,
@@ -192,9 +300,12 @@ impl FlowSet {
 }
 
 fn to_mod(k: &FlowKey, v: &FlowValue, command: FlowModCommand, cookie: u64) -> FlowMod {
-    Flow {
-        key: k.clone(),
-        value: v.clone(),
+    let mut fm = FlowMod::new(command, k.table, k.priority, k.match_.clone());
+    fm.cookie = cookie;
+    if command != FlowModCommand::DELETE_STRICT {
+        fm.idle_timeout = v.idle_timeout;
+        fm.hard_timeout = v.hard_timeout;
+        fm.instructions = v.instructions.clone();
     }
-    .to_flow_mod(command, cookie)
+    fm
 }

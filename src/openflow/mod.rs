@@ -10,7 +10,8 @@
 //! - [`flow`] the [`Flow`] value type and cookies; [`flowset`] the desired flows per owner
 //!   and the pure diff that turns a new set into flow mods.
 //! - [`conn`] the only file that touches a socket: `<rundir>/<bridge>.mgmt`, version
-//!   negotiation, echo, batches ending in a barrier, reconnect with backoff.
+//!   negotiation, echo, batches ending in a barrier, reconnect with backoff; its timing
+//!   state machines are pure, in [`liveness`].
 //! - [`backend`] `OfFlows`, the [`Flows`] implementation: applies diffs as one atomic
 //!   bundle, replays everything and no-flood after a reconnect.
 //!
@@ -25,6 +26,7 @@ pub mod consts;
 pub mod flow;
 pub mod flowmod;
 pub mod flowset;
+pub mod liveness;
 pub mod msg;
 pub mod oxm;
 

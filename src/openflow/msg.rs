@@ -502,7 +502,7 @@ fn decode_features10(r: &mut Reader<'_>) -> Result<FeaturesReply10, WireError> {
     r.skip(3, "features padding")?;
     let capabilities = r.u32("capabilities")?;
     let actions = r.u32("actions")?;
-    if r.remaining() % 48 != 0 {
+    if !r.remaining().is_multiple_of(48) {
         return Err(WireError::BadLength {
             what: "OF1.0 port list",
             len: r.remaining(),

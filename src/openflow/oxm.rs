@@ -8,6 +8,7 @@
 //! class `NXM_1` (OVS `lib/meta-flow.xml`; reference antrea.md §3.5).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use super::WireError;
 use super::codec::{Reader, Writer, pad8};
@@ -373,9 +374,12 @@ fn put(buf: &mut [u8; 32], v: &[u8], m: Option<&[u8]>) -> (usize, bool) {
 
 /// An `ofp_match` of type OXM: the fields, kept in canonical order so two matches with
 /// the same fields compare equal whatever order a builder added them in.
+///
+/// The fields are shared (`Arc`): a flow's match is copied into every flow mod sent for it
+/// and into the installed set, and 100,000 deep copies cost more than the switch's work.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Match {
-    fields: Vec<MatchField>,
+    fields: Arc<[MatchField]>,
 }
 
 impl Match {
@@ -383,14 +387,22 @@ impl Match {
     /// rejects value bits outside the mask with `OFPBMC_BAD_WILDCARDS`, OF1.5 §7.2.3.5),
     /// and all-ones masks dropped, so equal matches compare equal.
     pub fn new(fields: Vec<MatchField>) -> Match {
-        let mut fields: Vec<MatchField> = fields.into_iter().map(MatchField::canonical).collect();
+        let mut fields: Vec<MatchField> = fields
+            .into_iter()
+            .flat_map(|f| split_xreg(f).into_iter().flatten())
+            .map(MatchField::canonical)
+            .collect();
         fields.sort_by(|a, b| a.order().cmp(&b.order()).then_with(|| a.cmp(b)));
-        Match { fields }
+        Match {
+            fields: fields.into(),
+        }
     }
 
     /// The fields in wire order exactly as given (decoding keeps what the peer sent).
     pub fn from_wire_order(fields: Vec<MatchField>) -> Match {
-        Match { fields }
+        Match {
+            fields: fields.into(),
+        }
     }
 
     pub fn fields(&self) -> &[MatchField] {
@@ -406,7 +418,7 @@ impl Match {
         let start = w.pos();
         w.u16(MATCH_TYPE_OXM);
         let mark = w.reserve_len_from(start);
-        for f in &self.fields {
+        for f in self.fields.iter() {
             f.encode(w)?;
         }
         w.patch_len(mark)?;
@@ -432,6 +444,38 @@ impl Match {
         while !fr.is_empty() {
             fields.push(MatchField::decode(&mut fr)?);
         }
-        Ok(Match { fields })
+        Ok(Match {
+            fields: fields.into(),
+        })
     }
+}
+
+/// An `OXM_OF_PKT_REG<n>` (64 bits, OF1.5 §7.2.3.10) as the two 32-bit Nicira registers it
+/// covers (`reg<2n>` is the high half), leaving out a half whose mask is zero; any other
+/// field as it is.
+fn split_xreg(f: MatchField) -> [Option<MatchField>; 2] {
+    let MatchField::Other {
+        class: OxmClass::PACKET_REGS,
+        field,
+        hasmask,
+        payload,
+    } = &f
+    else {
+        return [Some(f), None];
+    };
+    let want = if *hasmask { 16 } else { 8 };
+    if payload.len() != want || *field > 7 {
+        return [Some(f), None];
+    }
+    let word =
+        |i: usize| u32::from_be_bytes([payload[i], payload[i + 1], payload[i + 2], payload[i + 3]]);
+    [(0, field * 2), (4, field * 2 + 1)].map(|(half, idx)| {
+        let value = word(half);
+        let mask = if *hasmask { word(8 + half) } else { u32::MAX };
+        (mask != 0).then_some(MatchField::Reg {
+            idx,
+            value,
+            mask: Some(mask),
+        })
+    })
 }

@@ -531,6 +531,14 @@ impl Bridge {
         Ok(())
     }
 
+    /// Set (`Some`) or remove (`None`) one of the bridge's external_ids.
+    pub fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        match value {
+            Some(v) => self.set_external_id(key, v),
+            None => self.remove_external_id(key),
+        }
+    }
+
     /// Remove one of the bridge's external_ids (absent is fine).
     pub fn remove_external_id(&self, key: &str) -> Result<(), OvsdbError> {
         self.client.transact(&[Op::Mutate {

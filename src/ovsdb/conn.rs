@@ -182,6 +182,12 @@ impl Client {
         &self.remote
     }
 
+    /// Bumped on every replica or connection change: callers cache what they derive from
+    /// the replica and rebuild it only when this moves.
+    pub fn generation(&self) -> u64 {
+        self.shared.state.lock().map(|s| s.1).unwrap_or(0)
+    }
+
     pub fn is_connected(&self) -> bool {
         self.shared.state.lock().map(|s| s.0).unwrap_or(false)
     }

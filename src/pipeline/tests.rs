@@ -16,7 +16,7 @@ fn every_table_has_one_miss_flow_and_output_misses_to_normal() {
                 port::NORMAL,
             )])],
         };
-        assert_eq!(misses[0].value.instructions, want, "{}", t.name);
+        assert_eq!(*misses[0].value.instructions, want, "{}", t.name);
     }
     // Tables are numbered in pipeline order and every miss goes forward.
     for (i, t) in TABLES.iter().enumerate() {
@@ -43,7 +43,7 @@ fn returned_packets_skip_marks() {
         }]
     );
     assert_eq!(
-        ret.value.instructions,
+        *ret.value.instructions,
         vec![Instruction::GotoTable(table::OUTPUT)]
     );
 }
@@ -62,7 +62,7 @@ fn mark_flows_per_direction() {
         }]
     );
     assert_eq!(
-        ingress[0].value.instructions,
+        *ingress[0].value.instructions,
         vec![
             Instruction::ApplyActions(vec![
                 Action::load_reg(9, 9, u32::MAX),

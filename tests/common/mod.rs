@@ -16,6 +16,7 @@
 pub mod netns;
 pub mod ovs;
 pub mod privilege;
+pub mod tether;
 
 // Each test crate uses a different subset of these.
 #[allow(unused_imports)]
@@ -24,6 +25,8 @@ pub use netns::{Netns, in_netns, unique_suffix};
 pub use ovs::{Sandbox, SandboxOpts};
 #[allow(unused_imports)]
 pub use privilege::privileged;
+#[allow(unused_imports)]
+pub use tether::Tether;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

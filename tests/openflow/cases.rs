@@ -186,7 +186,7 @@ pub fn cases() -> Vec<(&'static str, Msg)> {
             cookie: fm.cookie,
             match_: fm.match_,
             stats: s,
-            instructions: fm.instructions,
+            instructions: fm.instructions.to_vec(),
         }
     };
     vec![

@@ -1,0 +1,357 @@
+//! Benchmark group `trafficcontrol` (scripts/bench.sh), DESIGN §7 and issue 6:
+//! - cold start of the `tether` binary (release) with 1,000 TCs × 5,000 Pods (`type=dummy`
+//!   ports) from a manifests dir, until the first full sync is done and every mark flow is
+//!   on the switch; baseline: `ovs-ofctl --bundle add-flows` of the same flows;
+//! - tether's peak RSS at that scale;
+//! - a Pod label flip → flows committed, p50/p99 over 1,000 flips (in-process controller on
+//!   the real switch); baseline: one `ovs-ofctl --bundle add-flows` of a flip's two flows;
+//! - the cost of one Pod event at 100 vs 10,000 TCs (controller only, in-memory backends).
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tether::controller::bridge::{LiveBridge, OvsBridge};
+use tether::controller::interfaces::Interfaces;
+use tether::controller::trafficcontrol::TcController;
+use tether::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
+use tether::openflow::{Flow, Flows, OfError, OfFlows, OfFlowsConfig, Owner};
+use tether::ovsdb::{
+    self, Client, ClientOptions, OvsdbError, PortData, PortKind, PortSpec, Remote, Uuid,
+};
+
+const PODS: usize = 5000;
+const TCS: usize = 1000;
+const TARGETS: usize = 10;
+
+fn pod_json(i: usize, app: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": format!("p{i}"), "namespace": "bench", "labels": {"app": format!("a{app}")}},
+           "spec": {"nodeName": "vm1"}})
+}
+
+fn tc_json(j: usize) -> Value {
+    json!({"apiVersion": "crd.antrea.io/v1alpha2", "kind": "TrafficControl",
+           "metadata": {"name": format!("tc{j:05}"), "creationTimestamp": "2026-11-30T09:00:00Z"},
+           "spec": {"appliedTo": {"podSelector": {"matchLabels": {"app": format!("a{j}")}}},
+                    "direction": "Egress", "action": "Mirror",
+                    "targetPort": {"ovsInternal": {"name": format!("tgt{}", j % TARGETS)}}}})
+}
+
+fn decode<T: Resource>(v: Value) -> T {
+    T::from_wire(serde_json::from_value(v).unwrap())
+}
+
+fn mac(i: usize) -> String {
+    format!(
+        "02:00:00:{:02x}:{:02x}:{:02x}",
+        (i >> 16) & 0xff,
+        (i >> 8) & 0xff,
+        i & 0xff
+    )
+}
+
+fn pod_port(i: usize) -> PortSpec {
+    PortSpec::new(&format!("p{i}"), PortKind::Other("dummy".into())).with_external_ids(
+        BTreeMap::from([
+            ("container-id".to_string(), format!("c{i}")),
+            ("pod-name".to_string(), format!("p{i}")),
+            ("pod-namespace".to_string(), "bench".to_string()),
+            ("attached-mac".to_string(), mac(i)),
+        ]),
+    )
+}
+
+fn vm_hwm_mb(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn mark_flows(sb: &common::Sandbox, bridge: &str) -> usize {
+    sb.ofctl(&[
+        "-O",
+        "OpenFlow15",
+        "--no-stats",
+        "dump-flows",
+        bridge,
+        "table=3,cookie=0x10000000000/0xff0000000000",
+    ])
+    .lines()
+    .filter(|l| l.contains("priority=200"))
+    .count()
+}
+
+fn cold_start(sb: &common::Sandbox) {
+    let client = Arc::new(
+        Client::connect(
+            Remote::parse(&sb.db_remote()).unwrap(),
+            ClientOptions::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap(),
+    );
+    let br = ovsdb::Bridge::ensure(client.clone(), "br-int", "netdev").unwrap();
+    let specs: Vec<PortSpec> = (0..PODS).map(pod_port).collect();
+    br.create_ports(&specs, true).unwrap();
+    let dir = sb.dir().join("manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut items =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})];
+    items.extend((0..PODS).map(|i| pod_json(i, i % TCS)));
+    items.extend((0..TCS).map(tc_json));
+    std::fs::write(
+        dir.join("all.json"),
+        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
+
+    let d = sb.dir().to_str().unwrap().to_string();
+    let args = [
+        "--manifests",
+        dir.to_str().unwrap(),
+        "--ovs-rundir",
+        &d,
+        "--bridge",
+        "br-int",
+        "--datapath-type",
+        "netdev",
+        "--node-name",
+        "vm1",
+        "--state-socket",
+        &format!("{d}/t.sock"),
+    ];
+    let t0 = Instant::now();
+    let t = common::Tether::start(sb.ns(), &args, &sb.path("tether.log"));
+    t.wait_log("first full sync done", Duration::from_secs(120));
+    let took = t0.elapsed();
+    let flows = mark_flows(sb, "br-int");
+    assert_eq!(flows, PODS, "every Pod has its mark flow");
+    let rss = vm_hwm_mb(t.pid().unwrap());
+    drop(t);
+
+    // Baseline: the same mark flows (and the L2 flows) through ovs-ofctl on a fresh bridge.
+    sb.add_bridge("br-base");
+    let mut text = String::new();
+    for i in 0..PODS {
+        text.push_str(&format!("cookie=0x1010000000001,table=3,priority=200,in_port={},actions=set_field:{}->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\n", i + 1, 6000 + i % TARGETS));
+        text.push_str(&format!("cookie=0x1000000000001,table=2,priority=200,dl_dst={},actions=set_field:{}->reg1,set_field:0x200000/0x600000->reg0,goto_table:3\n", mac(i), i + 1));
+    }
+    let f = sb.path("base.flows");
+    std::fs::write(&f, text).unwrap();
+    let b0 = Instant::now();
+    sb.ofctl(&[
+        "-O",
+        "OpenFlow15",
+        "--bundle",
+        "add-flows",
+        "br-base",
+        f.to_str().unwrap(),
+    ]);
+    let base = b0.elapsed();
+    println!(
+        "bench tc_cold_start_{TCS}tc_{PODS}pods: tether={:.0}ms baseline={:.0}ms ratio={:.2}",
+        took.as_secs_f64() * 1e3,
+        base.as_secs_f64() * 1e3,
+        took.as_secs_f64() / base.as_secs_f64()
+    );
+    println!("bench tc_peak_rss_{TCS}tc_{PODS}pods: tether={rss:.1}MB");
+}
+
+fn stores_at_scale(tcs: usize) -> Stores {
+    let s = Stores::default();
+    s.namespaces
+        .apply(decode::<Namespace>(json!({"metadata": {"name": "bench"}})));
+    for i in 0..PODS {
+        s.pods.apply(decode::<Pod>(pod_json(i, i % TCS)));
+    }
+    for j in 0..tcs {
+        s.traffic_controls
+            .apply(decode::<TrafficControl>(tc_json(j)));
+    }
+    s
+}
+
+fn flip(stores: &Stores, c: &TcController, i: usize, to: usize) {
+    let key = format!("bench/p{i}");
+    let old = stores.pods.get(&key).unwrap().metadata.labels.clone();
+    stores.pods.apply(decode::<Pod>(pod_json(i, to)));
+    let new = stores.pods.get(&key).unwrap().metadata.labels.clone();
+    for k in c.keys_for_pod("bench", Some(&old), Some(&new)) {
+        c.sync(&k).unwrap();
+    }
+}
+
+/// Nearest-rank percentile, `hundredths` = 50 for p50, 99 for p99.
+fn pct(v: &mut [f64], hundredths: usize) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let rank = (v.len() * hundredths).div_ceil(100).max(1);
+    v[rank - 1]
+}
+
+fn label_flips(sb: &common::Sandbox) {
+    let client = Arc::new(
+        Client::connect(
+            Remote::parse(&sb.db_remote()).unwrap(),
+            ClientOptions::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap(),
+    );
+    let br = ovsdb::Bridge::ensure(client, "br-int", "netdev").unwrap();
+    let of =
+        Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
+    of.wait_connected(Duration::from_secs(10)).unwrap();
+    let stores = stores_at_scale(TCS);
+    let c = TcController::new(stores.clone(), Arc::new(LiveBridge::new(br)), of.clone());
+    for tc in stores.traffic_controls.keys() {
+        c.sync(&tc).unwrap();
+    }
+    let mut lat = Vec::new();
+    for n in 0..1000 {
+        let i = (n * 7) % PODS;
+        let from = i % TCS;
+        let to = (from + 1) % TCS;
+        let t = Instant::now();
+        flip(&stores, &c, i, if n % 2 == 0 { to } else { from });
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+        // Put it back for the next round (not timed).
+        if n % 2 == 0 {
+            flip(&stores, &c, i, from);
+        }
+    }
+    // Baseline: shelling out one bundle with the two flows a flip changes.
+    let f = sb.path("flip.flows");
+    std::fs::write(&f, "cookie=0x1,table=3,priority=200,in_port=1,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\ncookie=0x1,table=3,priority=200,in_port=2,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\n").unwrap();
+    sb.add_bridge("br-flip");
+    let mut base = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        sb.ofctl(&[
+            "-O",
+            "OpenFlow15",
+            "--bundle",
+            "add-flows",
+            "br-flip",
+            f.to_str().unwrap(),
+        ]);
+        base.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (p50, p99) = (pct(&mut lat, 50), pct(&mut lat, 99));
+    let (b50, b99) = (pct(&mut base, 50), pct(&mut base, 99));
+    println!(
+        "bench tc_label_flip_p50: tether={p50:.2}ms baseline={b50:.2}ms ratio={:.2}",
+        p50 / b50
+    );
+    println!(
+        "bench tc_label_flip_p99: tether={p99:.2}ms baseline={b99:.2}ms ratio={:.2}",
+        p99 / b99
+    );
+}
+
+/// In-memory backends: the controller's own cost, without OVS.
+struct MemBridge(Arc<Interfaces>);
+
+impl OvsBridge for MemBridge {
+    fn interfaces(&self) -> Arc<Interfaces> {
+        self.0.clone()
+    }
+    fn create_port(&self, _: &PortSpec) -> Result<Uuid, OvsdbError> {
+        Ok(Uuid("00000000-0000-0000-0000-000000000000".into()))
+    }
+    fn ofport(&self, name: &str) -> Result<u32, OvsdbError> {
+        Ok(u32::try_from(name.len()).unwrap_or(1) + 6000)
+    }
+    fn delete_ports(&self, _: &[Uuid]) -> Result<(), OvsdbError> {
+        Ok(())
+    }
+    fn set_port_external_ids(
+        &self,
+        _: &str,
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        Ok(())
+    }
+    fn bridge_external_id(&self, _: &str) -> Result<Option<String>, OvsdbError> {
+        Ok(None)
+    }
+    fn set_bridge_external_id(&self, _: &str, _: Option<&str>) -> Result<(), OvsdbError> {
+        Ok(())
+    }
+}
+
+struct NullFlows;
+
+impl Flows for NullFlows {
+    fn apply(&self, _: Owner, _: Vec<Flow>) -> Result<(), OfError> {
+        Ok(())
+    }
+    fn remove(&self, _: Owner) -> Result<(), OfError> {
+        Ok(())
+    }
+    fn set_no_flood(&self, _: u32, _: bool) -> Result<(), OfError> {
+        Ok(())
+    }
+    fn delete_round(&self, _: u16) -> Result<(), OfError> {
+        Ok(())
+    }
+}
+
+fn event_cost(tcs: usize) -> f64 {
+    let stores = stores_at_scale(tcs);
+    let ports: Vec<PortData> = (0..PODS)
+        .map(|i| {
+            let s = pod_port(i);
+            PortData {
+                uuid: Uuid(format!("00000000-0000-0000-0000-{i:012}")),
+                name: s.name.clone(),
+                external_ids: s.external_ids,
+                if_uuid: None,
+                if_name: s.name,
+                if_type: "dummy".into(),
+                ofport: i64::try_from(i).unwrap() + 1,
+                error: None,
+                options: BTreeMap::new(),
+                mac: None,
+                mac_in_use: None,
+            }
+        })
+        .collect();
+    let c = TcController::new(
+        stores.clone(),
+        Arc::new(MemBridge(Arc::new(Interfaces::new(ports)))),
+        Arc::new(NullFlows),
+    );
+    let n = 1000;
+    let t = Instant::now();
+    for k in 0..n {
+        let i = (k * 13) % PODS;
+        flip(&stores, &c, i, (i % TCS + 1 + k % 2) % TCS);
+    }
+    t.elapsed().as_secs_f64() * 1e3 / n as f64
+}
+
+fn main() {
+    assert!(
+        common::privileged("bench_trafficcontrol"),
+        "bench_trafficcontrol needs root"
+    );
+    let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
+    cold_start(&sb);
+    label_flips(&sb);
+    drop(sb);
+    let small = event_cost(100);
+    let large = event_cost(10_000);
+    println!(
+        "bench tc_pod_event_cost_10000tc_vs_100tc: tether={large:.3}ms baseline={small:.3}ms ratio={:.2}",
+        large / small
+    );
+}

@@ -1,0 +1,447 @@
+//! `tether run`: the threads and their start-up order (DESIGN §4).
+//!
+//! 1. OVSDB (connect, retrying) → ensure the bridge → this run's flow round
+//!    (`Bridge.external_ids:roundNum` + 1).
+//! 2. OpenFlow (`OfFlows`: OF1.5 flows + OF1.0 no-flood) → the pipeline's base flows.
+//! 3. The Kubernetes source (API or manifests directory) feeding the stores.
+//! 4. Workers (4 for TrafficControls, sharing one queue with the L2 key) and the event
+//!    thread mapping source, OVSDB and OpenFlow events to queue keys.
+//! 5. After the first full sync: orphaned TC ports swept, the previous round's flows
+//!    deleted, the round persisted — so a restart never interrupts forwarding.
+//!
+//! Stopping (the `stop` channel, fed by SIGTERM/SIGINT in `main`) leaves every flow and
+//! port in place: the VM stays reachable while tether is down.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, bounded, never, select, tick};
+
+use crate::config::{Config, Source as SourceKind};
+use crate::controller::bridge::{LiveBridge, OvsBridge};
+use crate::controller::interfaces::{Interfaces, Role};
+use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
+use crate::controller::trafficcontrol::TcController;
+use crate::k8s::{self, Event as KubeEvent, Kind, Source, SourceConfig, Stores};
+use crate::openflow::{Category, Flows, OfFlows, OfFlowsConfig, Owner};
+use crate::ovsdb::{self, Client, ClientOptions, Remote};
+use crate::pipeline;
+
+/// Flow owners of the pipeline itself.
+const BASE_OWNER: Owner = Owner {
+    category: Category::DEFAULT,
+    object: 0,
+};
+const L2_OWNER: Owner = Owner {
+    category: Category::DEFAULT,
+    object: 1,
+};
+
+const TC_WORKERS: usize = 4;
+
+/// A unit of work: one TrafficControl, or the L2 forwarding flows of the Pod ports.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    Tc(String),
+    L2,
+}
+
+#[derive(Debug)]
+pub enum DaemonError {
+    /// Stopped before start-up finished.
+    Stopped,
+    Setup(String),
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DaemonError::Stopped => f.write_str("stopped during start-up"),
+            DaemonError::Setup(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
+/// Retry `f` every `every` until it succeeds or `stop` fires, logging the first failure and
+/// then every tenth.
+fn retry<T, E: std::fmt::Display>(
+    what: &str,
+    every: Duration,
+    stop: &Receiver<()>,
+    mut f: impl FnMut() -> Result<T, E>,
+) -> Result<T, DaemonError> {
+    let mut n = 0u32;
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                if n.is_multiple_of(10) {
+                    log::warn!("{what} failed (retrying every {every:?}): {e}");
+                }
+                n += 1;
+            }
+        }
+        select! {
+            recv(stop) -> _ => return Err(DaemonError::Stopped),
+            default(every) => {}
+        }
+    }
+}
+
+/// Everything the daemon runs; dropping it after `stop` joins the threads.
+struct Running {
+    threads: Vec<JoinHandle<()>>,
+    queue: Arc<WorkQueue<Key>>,
+    source: Option<Source>,
+}
+
+fn start_source(
+    cfg: &Config,
+    stores: &Stores,
+    events: crossbeam_channel::Sender<KubeEvent>,
+) -> Result<Source, DaemonError> {
+    let kinds = vec![
+        Kind::Namespace,
+        Kind::Pod,
+        Kind::TrafficControl,
+        Kind::ExternalNode,
+    ];
+    let err = |e: k8s::KubeError| DaemonError::Setup(e.to_string());
+    match &cfg.source {
+        SourceKind::Manifests(dir) => Source::start_manifests(
+            k8s::ManifestsConfig::new(dir.clone(), &cfg.node_name, &cfg.external_node_namespace),
+            stores.clone(),
+            events,
+        )
+        .map_err(err),
+        SourceKind::Kubeconfig(path) => {
+            let cc = k8s::kubeconfig::load_kubeconfig(path, None).map_err(err)?;
+            let http = k8s::HttpConfig {
+                allow_insecure: cfg.allow_insecure_tls,
+                ..Default::default()
+            };
+            let client = k8s::Client::new(&cc, http).map_err(err)?;
+            Source::start_api(client, source_config(cfg, kinds), stores.clone(), events)
+                .map_err(err)
+        }
+        SourceKind::InCluster => {
+            let cc = k8s::kubeconfig::in_cluster().map_err(err)?;
+            let client = k8s::Client::new(&cc, k8s::HttpConfig::default()).map_err(err)?;
+            Source::start_api(client, source_config(cfg, kinds), stores.clone(), events)
+                .map_err(err)
+        }
+    }
+}
+
+fn source_config(cfg: &Config, kinds: Vec<Kind>) -> SourceConfig {
+    SourceConfig {
+        node_name: cfg.node_name.clone(),
+        external_node_namespace: cfg.external_node_namespace.clone(),
+        kinds,
+        watch: k8s::WatchConfig::default(),
+    }
+}
+
+/// L2ForwardingCalc flows for every Pod port with a MAC and an ofport.
+fn l2_flows(ifs: &Interfaces) -> Vec<crate::openflow::Flow> {
+    let mut flows: Vec<_> = ifs
+        .iter()
+        .filter(|i| matches!(i.role, Role::Pod { .. }))
+        .filter_map(|i| {
+            Some(pipeline::l2_port_flow(
+                pipeline::parse_mac(i.mac()?)?,
+                i.ofport()?,
+            ))
+        })
+        .collect();
+    flows.sort();
+    flows.dedup_by(|a, b| a.key == b.key);
+    flows
+}
+
+/// Run until `stop` fires. `ready` is called once, after the first full sync.
+pub fn run(
+    cfg: Config,
+    stop: Receiver<()>,
+    ready: impl FnOnce() + Send + 'static,
+) -> Result<(), DaemonError> {
+    for w in &cfg.warnings {
+        log::warn!("{w}");
+    }
+    let db = cfg.ovs_rundir.join("db.sock");
+    let client = Arc::new(Client::start(
+        Remote::Unix(db.clone()),
+        ClientOptions::default(),
+    ));
+    retry(
+        &format!("connecting to ovsdb at {}", db.display()),
+        Duration::from_secs(1),
+        &stop,
+        || client.wait_connected(Duration::from_secs(1)),
+    )?;
+    let bridge = retry(
+        &format!("setting up bridge {}", cfg.bridge),
+        Duration::from_secs(2),
+        &stop,
+        || ovsdb::Bridge::ensure(client.clone(), &cfg.bridge, &cfg.datapath_type),
+    )?;
+    let prev_round: Option<u16> = bridge
+        .external_id("roundNum")
+        .ok()
+        .flatten()
+        .and_then(|s| s.parse().ok());
+    let round = match prev_round.unwrap_or(0).wrapping_add(1) {
+        0 => 1,
+        r => r,
+    };
+    log::info!(
+        "bridge={} round={round} (previous {prev_round:?})",
+        cfg.bridge
+    );
+    let mgmt: PathBuf = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
+    let of = Arc::new(
+        OfFlows::start(OfFlowsConfig::new(mgmt.clone(), &cfg.bridge, round))
+            .map_err(|e| DaemonError::Setup(format!("openflow {}: {e}", mgmt.display())))?,
+    );
+    retry(
+        &format!("connecting to openflow at {}", mgmt.display()),
+        Duration::from_millis(500),
+        &stop,
+        || of.wait_connected(Duration::from_secs(1)),
+    )?;
+    retry(
+        "installing the pipeline's base flows",
+        Duration::from_secs(1),
+        &stop,
+        || of.apply(BASE_OWNER, pipeline::base_flows()),
+    )?;
+
+    let stores = Stores::default();
+    let (ev_tx, ev_rx) = bounded(4096);
+    let source = start_source(&cfg, &stores, ev_tx)?;
+    let bridge: Arc<dyn OvsBridge> = Arc::new(LiveBridge::new(bridge));
+    let flows: Arc<dyn Flows> = of.clone();
+    let tc = Arc::new(TcController::new(
+        stores.clone(),
+        bridge.clone(),
+        flows.clone(),
+    ));
+    if let Err(e) = tc.restore_no_flood() {
+        log::warn!("restoring no-flood on traffic-control ports failed: {e}");
+    }
+    let queue = Arc::new(WorkQueue::new(
+        QueueConfig::default(),
+        Arc::new(SystemClock),
+    ));
+    // Keys still owed their first sync attempt; READY waits for them.
+    let initial: Arc<Mutex<Option<HashSet<Key>>>> = Arc::new(Mutex::new(None));
+    let mut running = Running {
+        threads: Vec::new(),
+        queue: queue.clone(),
+        source: Some(source),
+    };
+    for i in 0..TC_WORKERS {
+        let (queue, tc, bridge, flows, initial) = (
+            queue.clone(),
+            tc.clone(),
+            bridge.clone(),
+            flows.clone(),
+            initial.clone(),
+        );
+        let h = std::thread::Builder::new()
+            .name(format!("tc-worker-{i}"))
+            .spawn(move || worker(&queue, &tc, bridge.as_ref(), flows.as_ref(), &initial))
+            .map_err(|e| DaemonError::Setup(format!("spawn worker: {e}")))?;
+        running.threads.push(h);
+    }
+    queue.add(Key::L2);
+
+    let ovs_events = client.events();
+    let reconnects = of.reconnects().clone();
+    let mut ifs = bridge.interfaces();
+    let mut synced: HashSet<Kind> = HashSet::new();
+    let mut ready = Some(ready);
+    let ticker = tick(Duration::from_millis(200));
+    loop {
+        // The ticker only matters until the first full sync; then the loop sleeps on events.
+        let t = if ready.is_some() {
+            ticker.clone()
+        } else {
+            never()
+        };
+        select! {
+            recv(stop) -> _ => break,
+            recv(ev_rx) -> ev => match ev {
+                Ok(ev) => on_kube_event(ev, &tc, &queue, &mut synced),
+                Err(_) => {
+                    log::error!("the kubernetes source stopped");
+                    break;
+                }
+            },
+            recv(ovs_events) -> _ => {
+                // Coalesce a burst of updates into one interface-store diff.
+                while ovs_events.try_recv().is_ok() {}
+                let now = bridge.interfaces();
+                for k in tc.keys_for_ports(&ifs, &now) {
+                    queue.add(Key::Tc(k));
+                }
+                if l2_flows(&ifs) != l2_flows(&now) {
+                    queue.add(Key::L2);
+                }
+                ifs = now;
+            },
+            recv(reconnects) -> _ => {
+                // A restarted switch may renumber ports: re-read them and resync everything.
+                log::info!("openflow reconnected: resyncing every TrafficControl");
+                ifs = bridge.interfaces();
+                queue.add(Key::L2);
+                for k in stores.traffic_controls.keys() {
+                    queue.add(Key::Tc(k));
+                }
+            },
+            recv(t) -> _ => {
+                if synced.len() == 4 {
+                    let mut init = initial.lock().unwrap_or_else(|e| e.into_inner());
+                    match init.as_ref() {
+                        None => {
+                            let mut keys: HashSet<Key> = stores.traffic_controls.keys().into_iter().map(Key::Tc).collect();
+                            keys.insert(Key::L2);
+                            for k in &keys {
+                                queue.add(k.clone());
+                            }
+                            *init = Some(keys);
+                        }
+                        Some(left) if left.is_empty() => {
+                            drop(init);
+                            first_full_sync(&tc, of.as_ref(), bridge.as_ref(), prev_round, round);
+                            if let Some(r) = ready.take() {
+                                r();
+                            }
+                        }
+                        Some(_) => {}
+                    }
+                }
+            },
+        }
+    }
+    log::info!("stopping: flows and ports stay in place");
+    running.queue.shutdown();
+    for h in running.threads.drain(..) {
+        let _ = h.join();
+    }
+    if let Some(s) = running.source.take() {
+        s.stop();
+    }
+    Ok(())
+}
+
+fn first_full_sync(
+    tc: &TcController,
+    of: &OfFlows,
+    bridge: &dyn OvsBridge,
+    prev: Option<u16>,
+    round: u16,
+) {
+    let swept = tc.sweep_orphans();
+    if !swept.is_empty() {
+        log::info!(
+            "first full sync: removed orphaned ports {}",
+            swept.join(",")
+        );
+    }
+    if let Some(p) = prev {
+        if p != round {
+            if let Err(e) = of.delete_round(p) {
+                log::warn!("deleting flows of the previous round {p} failed: {e}");
+            }
+        }
+    }
+    if let Err(e) = bridge.set_bridge_external_id("roundNum", Some(&round.to_string())) {
+        log::warn!("persisting roundNum={round} failed: {e}");
+    }
+    log::info!("first full sync done (round {round})");
+}
+
+fn labels_of<T: k8s::Resource>(o: &T) -> &k8s::Labels {
+    &o.meta().labels
+}
+
+fn on_kube_event(
+    ev: KubeEvent,
+    tc: &TcController,
+    queue: &WorkQueue<Key>,
+    synced: &mut HashSet<Kind>,
+) {
+    use k8s::Change;
+    let keys = match ev {
+        KubeEvent::Synced(kind) => {
+            log::info!("initial {} list is in", kind.plural());
+            synced.insert(kind);
+            return;
+        }
+        KubeEvent::Pod(c) => {
+            let ns = c.object().metadata.namespace.clone();
+            match &c {
+                Change::Added(p) => tc.keys_for_pod(&ns, None, Some(labels_of(p.as_ref()))),
+                Change::Deleted(p) => tc.keys_for_pod(&ns, Some(labels_of(p.as_ref())), None),
+                Change::Updated { old, new } => tc.keys_for_pod(
+                    &ns,
+                    Some(labels_of(old.as_ref())),
+                    Some(labels_of(new.as_ref())),
+                ),
+            }
+        }
+        KubeEvent::Namespace(c) => match &c {
+            Change::Added(n) => tc.keys_for_namespace(None, Some(labels_of(n.as_ref()))),
+            Change::Deleted(n) => tc.keys_for_namespace(Some(labels_of(n.as_ref())), None),
+            Change::Updated { old, new } => {
+                tc.keys_for_namespace(Some(labels_of(old.as_ref())), Some(labels_of(new.as_ref())))
+            }
+        },
+        KubeEvent::TrafficControl(c) => match &c {
+            Change::Added(t) => tc.keys_for_tc(None, Some(t)),
+            Change::Deleted(t) => tc.keys_for_tc(Some(t), None),
+            Change::Updated { old, new } => tc.keys_for_tc(Some(old), Some(new)),
+        },
+        KubeEvent::ExternalNode(_) => Default::default(),
+    };
+    for k in keys {
+        queue.add(Key::Tc(k));
+    }
+}
+
+fn worker(
+    queue: &WorkQueue<Key>,
+    tc: &TcController,
+    bridge: &dyn OvsBridge,
+    flows: &dyn Flows,
+    initial: &Mutex<Option<HashSet<Key>>>,
+) {
+    while let Some(key) = queue.get() {
+        let outcome = match &key {
+            Key::Tc(name) => match tc.sync(name) {
+                Ok(()) => Outcome::Success,
+                Err(e) => {
+                    log::warn!("tc={name} sync failed (retrying with backoff): {e}");
+                    Outcome::Failure
+                }
+            },
+            Key::L2 => match flows.apply(L2_OWNER, l2_flows(&bridge.interfaces())) {
+                Ok(()) => Outcome::Success,
+                Err(e) => {
+                    log::warn!("l2 forwarding flows failed (retrying with backoff): {e}");
+                    Outcome::Failure
+                }
+            },
+        };
+        if let Some(left) = initial.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            left.remove(&key);
+        }
+        queue.done(key, outcome);
+    }
+}

@@ -1,0 +1,107 @@
+//! The `tether` binary under test, run as a child process (inside a namespace), killed on
+//! drop. Its stderr goes to a log file that failure messages show.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{Netns, pid_alive, wait_for};
+
+/// The binary cargo built for this test run (integration tests get its path from cargo;
+/// examples fall back to the target dir next to themselves).
+pub fn binary() -> PathBuf {
+    if let Some(p) = option_env!("CARGO_BIN_EXE_tether") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/examples/<bench> → target/<profile>/tether
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("tether"))
+        .expect("target dir")
+}
+
+pub struct Tether {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Tether {
+    /// `tether run <args>` inside `ns`, with `RUST_LOG` as given (default `info`).
+    pub fn start(ns: &Netns, args: &[&str], log: &Path) -> Tether {
+        let bin = binary();
+        let mut argv = vec![bin.to_str().expect("utf-8 path"), "run"];
+        argv.extend_from_slice(args);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open tether log");
+        let child = ns
+            .command(&argv)
+            .env(
+                "RUST_LOG",
+                std::env::var("TETHER_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("dup log"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn tether");
+        Tether {
+            child: Some(child),
+            log: log.to_path_buf(),
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait for a line containing `needle` in the log.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) {
+        wait_for(timeout, &format!("tether log line {needle:?}"), || {
+            self.log().contains(needle).then_some(())
+        });
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait; the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .output();
+        for _ in 0..250 {
+            if let Ok(Some(st)) = c.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        c.wait().ok().and_then(|s| s.code())
+    }
+
+    pub fn running(&self) -> bool {
+        self.pid().is_some_and(pid_alive)
+    }
+}
+
+impl Drop for Tether {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- tether log {}:\n{}", self.log.display(), self.log());
+        }
+        self.kill9();
+    }
+}

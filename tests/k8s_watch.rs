@@ -1,0 +1,474 @@
+//! The list/watch source against the in-repo test API server: paging, field selectors,
+//! events, every injected fault, missing CRDs, bookmarks, invalid objects, shutdown.
+//! Loopback only; no root needed.
+
+mod apiserver;
+
+use std::time::Duration;
+
+use apiserver::client::{cluster_config, on_vm1, server_versions, start, store_versions};
+use apiserver::{
+    ApiServer, Fault, FaultAction, Options, external_node, namespace, pod, traffic_control,
+    wait_until,
+};
+use crossbeam_channel::Receiver;
+use serde_json::json;
+use tether::k8s::{Change, Credentials, Event, Kind, Resource};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn wait_synced(rx: &Receiver<Event>, kinds: &[Kind]) -> Vec<Event> {
+    let mut seen = Vec::new();
+    let mut events = Vec::new();
+    while seen.len() < kinds.len() {
+        let ev = rx.recv_timeout(LIMIT).expect("no Synced event");
+        if let Event::Synced(k) = ev {
+            seen.push(k);
+        } else {
+            events.push(ev);
+        }
+    }
+    seen.sort();
+    let mut want = kinds.to_vec();
+    want.sort();
+    assert_eq!(seen, want);
+    events
+}
+
+fn next_pod_change(rx: &Receiver<Event>) -> Change<tether::k8s::Pod> {
+    loop {
+        match rx.recv_timeout(LIMIT).expect("no event") {
+            Event::Pod(c) => return c,
+            _ => continue,
+        }
+    }
+}
+
+fn pod_lists(srv: &ApiServer) -> usize {
+    srv.requests()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/pods ") && !r.contains("\"watch\""))
+        .count()
+}
+
+#[test]
+fn paged_list_field_selectors_then_watch_events() {
+    let srv = ApiServer::start(Options::default());
+    srv.create(namespace("prod", json!({"team": "a"})));
+    srv.create(namespace("dev", json!({})));
+    for i in 0..5 {
+        srv.create(pod(
+            "prod",
+            &format!("web-{i}"),
+            "vm1",
+            json!({"app": "web"}),
+        ));
+    }
+    srv.create(pod("prod", "elsewhere-1", "vm2", json!({"app": "web"})));
+    srv.create(pod("dev", "elsewhere-2", "vm2", json!({})));
+    srv.create(traffic_control("tc1", "web", 100));
+    srv.create(external_node("default", "vm1", "192.0.2.10"));
+    srv.create(external_node("default", "vm2", "192.0.2.11"));
+    srv.create(external_node("other", "vm1", "192.0.2.12"));
+
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &Kind::ALL, 2);
+    let initial = wait_synced(&rx, &Kind::ALL);
+    // One Added per object that passed the selectors.
+    assert_eq!(initial.len(), 5 + 2 + 1 + 1, "{initial:?}");
+
+    assert_eq!(
+        store_versions(&stores.pods),
+        server_versions(&srv, "pods", on_vm1)
+    );
+    assert_eq!(stores.pods.len(), 5);
+    assert_eq!(
+        store_versions(&stores.namespaces),
+        server_versions(&srv, "namespaces", |_| true)
+    );
+    assert_eq!(
+        store_versions(&stores.traffic_controls),
+        server_versions(&srv, "trafficcontrols", |_| true)
+    );
+    assert_eq!(
+        stores.external_nodes.keys().into_iter().collect::<Vec<_>>(),
+        ["default/vm1"]
+    );
+    assert!(stores.pods.has_synced());
+
+    wait_until("pod watch opened", LIMIT, || {
+        srv.requests()
+            .iter()
+            .any(|r| r.starts_with("GET /api/v1/pods ") && r.contains("\"watch\""))
+    });
+    let reqs = srv.requests();
+    let pod_reqs: Vec<&String> = reqs
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/pods "))
+        .collect();
+    // 5 Pods, pages of 2: three LIST requests, then a WATCH.
+    assert!(
+        pod_reqs[0].contains(r#""fieldSelector": "spec.nodeName=vm1""#),
+        "{pod_reqs:?}"
+    );
+    assert!(
+        pod_reqs[0].contains(r#""limit": "2""#) && !pod_reqs[0].contains("continue"),
+        "{pod_reqs:?}"
+    );
+    assert!(pod_reqs[1].contains(r#""continue": "#), "{pod_reqs:?}");
+    assert!(pod_reqs[2].contains(r#""continue": "#), "{pod_reqs:?}");
+    let rv = srv.resource_version();
+    let w = pod_reqs[3];
+    assert!(
+        w.contains(r#""allowWatchBookmarks": "true""#)
+            && w.contains(r#""timeoutSeconds": "290""#)
+            && w.contains(r#""watch": "true""#)
+            && w.contains(&format!(r#""resourceVersion": "{rv}""#)),
+        "{w}"
+    );
+    let en_req = reqs.iter().find(|r| r.contains("externalnodes")).unwrap();
+    assert!(
+        en_req.starts_with("GET /apis/crd.antrea.io/v1alpha1/namespaces/default/externalnodes ")
+            && en_req.contains(r#""fieldSelector": "metadata.name=vm1""#),
+        "{en_req}"
+    );
+
+    // Add, update, delete on this node arrive as such; a Pod elsewhere does not.
+    srv.create(pod("dev", "other-node", "vm2", json!({})));
+    let created = srv.create(pod("dev", "new", "vm1", json!({"app": "db"})));
+    match next_pod_change(&rx) {
+        Change::Added(p) => {
+            assert_eq!(p.key(), "dev/new");
+            assert_eq!(
+                p.metadata.resource_version,
+                created["metadata"]["resourceVersion"]
+            );
+            assert_eq!(p.metadata.labels["app"], "db");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut changed = created.clone();
+    changed["metadata"]["labels"] = json!({"app": "web"});
+    srv.update(changed);
+    match next_pod_change(&rx) {
+        Change::Updated { old, new } => {
+            assert_eq!(old.metadata.labels["app"], "db");
+            assert_eq!(new.metadata.labels["app"], "web");
+        }
+        other => panic!("{other:?}"),
+    }
+    srv.delete("pods", "dev/new");
+    match next_pod_change(&rx) {
+        Change::Deleted(p) => assert_eq!(p.key(), "dev/new"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stores.pods.get("dev/new"), None);
+    assert_eq!(stores.pods.get("dev/other-node"), None);
+    src.stop();
+}
+
+/// Each fault, then a change that must still arrive; `relist` says whether the fault
+/// must cost a new LIST (410) or only a re-WATCH from the last resourceVersion.
+#[test]
+fn watcher_recovers_from_every_fault() {
+    let srv = ApiServer::start(Options::default());
+    for i in 0..5 {
+        srv.create(pod("ns", &format!("p{i}"), "vm1", json!({})));
+    }
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 2);
+    wait_synced(&rx, &[Kind::Pod]);
+    let pods = Some("pods");
+    let w = |action| Fault {
+        on: apiserver::On::Watch,
+        resource: pods,
+        action,
+    };
+    let l = |action| Fault {
+        on: apiserver::On::List,
+        resource: pods,
+        action,
+    };
+    let end = || w(FaultAction::EndStream { after: 0 });
+    let cases: Vec<(&str, Vec<Fault>, bool)> = vec![
+        (
+            "stream cut mid-chunk",
+            vec![w(FaultAction::CutMidChunk { after: 1 })],
+            false,
+        ),
+        (
+            "garbage line",
+            vec![w(FaultAction::Garbage { after: 1 })],
+            false,
+        ),
+        (
+            "Status object in the stream",
+            vec![w(FaultAction::StatusLine {
+                after: 0,
+                code: 500,
+            })],
+            false,
+        ),
+        ("clean end of stream", vec![end()], false),
+        ("ERROR 410 event", vec![w(FaultAction::ErrorGone)], true),
+        (
+            "HTTP 410 on watch",
+            vec![w(FaultAction::HttpGone), end()],
+            true,
+        ),
+        (
+            "500 on watch",
+            vec![w(FaultAction::Status(500)), end()],
+            false,
+        ),
+        (
+            "503 on watch",
+            vec![w(FaultAction::Status(503)), end()],
+            false,
+        ),
+        (
+            "dropped connection",
+            vec![w(FaultAction::Drop), end()],
+            false,
+        ),
+        (
+            "delayed answer",
+            vec![
+                end(),
+                w(FaultAction::Delay(Duration::from_millis(300))),
+                end(),
+            ],
+            false,
+        ),
+        (
+            "503 on relist",
+            vec![l(FaultAction::Status(503)), w(FaultAction::ErrorGone)],
+            true,
+        ),
+        (
+            "dropped list",
+            vec![l(FaultAction::Drop), w(FaultAction::ErrorGone)],
+            true,
+        ),
+        (
+            "expired continue token",
+            vec![l(FaultAction::ExpireContinue), w(FaultAction::ErrorGone)],
+            true,
+        ),
+    ];
+    for (n, (name, faults, relist)) in cases.into_iter().enumerate() {
+        let start = srv.requests().len();
+        for f in faults {
+            srv.inject(f);
+        }
+        srv.create(pod(
+            "ns",
+            &format!("after-{n}"),
+            "vm1",
+            json!({"case": n.to_string()}),
+        ));
+        wait_until(&format!("{name}: faults consumed"), LIMIT, || {
+            srv.pending_faults() == 0
+        });
+        // Recovered = a watch request after the last fault fired; what happened between
+        // the first fault and then tells re-watch from relist.
+        let mut window = Vec::new();
+        wait_until(&format!("{name}: re-watch after the faults"), LIMIT, || {
+            let reqs = srv.requests();
+            let Some(last_fault) = reqs.iter().rposition(|r| r.starts_with("FAULT")) else {
+                return false;
+            };
+            let Some(first_fault) = reqs[start..].iter().position(|r| r.starts_with("FAULT"))
+            else {
+                return false;
+            };
+            let rewatch = reqs[last_fault..]
+                .iter()
+                .position(|r| r.starts_with("GET /api/v1/pods ") && r.contains("\"watch\""));
+            match rewatch {
+                Some(i) => {
+                    window = reqs[start + first_fault..last_fault + i].to_vec();
+                    true
+                }
+                None => false,
+            }
+        });
+        wait_until(&format!("{name}: store converges"), LIMIT, || {
+            store_versions(&stores.pods) == server_versions(&srv, "pods", on_vm1)
+        });
+        let lists = window
+            .iter()
+            .filter(|r| r.starts_with("GET /api/v1/pods ") && !r.contains("\"watch\""))
+            .count();
+        if relist {
+            assert!(lists >= 1, "{name}: expected a relist: {window:#?}");
+        } else {
+            assert_eq!(lists, 0, "{name}: unexpected relist: {window:#?}");
+        }
+    }
+    let status = src.status();
+    assert!(status[&Kind::Pod].errors_total >= 11, "{status:?}");
+    src.stop();
+}
+
+#[test]
+fn relist_after_compaction_synthesizes_deletes() {
+    let srv = ApiServer::start(Options::default());
+    for i in 0..3 {
+        srv.create(pod("ns", &format!("p{i}"), "vm1", json!({})));
+    }
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 500);
+    wait_synced(&rx, &[Kind::Pod]);
+    let pods = Some("pods");
+    // End the stream; hold the next watch for a second, during which p1 is deleted and the
+    // history compacted: the watch finds its version too old (410) and the relist no
+    // longer has p1.
+    srv.inject(Fault {
+        on: apiserver::On::Watch,
+        resource: pods,
+        action: FaultAction::EndStream { after: 0 },
+    });
+    srv.inject(Fault {
+        on: apiserver::On::Watch,
+        resource: pods,
+        action: FaultAction::Delay(Duration::from_secs(1)),
+    });
+    wait_until("stream ended", LIMIT, || srv.pending_faults() == 1);
+    srv.delete("pods", "ns/p1");
+    srv.compact();
+    match next_pod_change(&rx) {
+        Change::Deleted(p) => {
+            assert_eq!(p.key(), "ns/p1");
+            // The delete was synthesized from the store's last state, not a watch event.
+            assert_ne!(
+                p.metadata.resource_version,
+                srv.resource_version().to_string()
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        store_versions(&stores.pods),
+        server_versions(&srv, "pods", on_vm1)
+    );
+    let err = src.status()[&Kind::Pod].errors_total;
+    assert!(err >= 1);
+    src.stop();
+}
+
+#[test]
+fn http_410_mode_relists_too() {
+    let srv = ApiServer::start(Options {
+        gone_as_http: true,
+        ..Options::default()
+    });
+    srv.create(pod("ns", "a", "vm1", json!({})));
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 500);
+    wait_synced(&rx, &[Kind::Pod]);
+    let before = pod_lists(&srv);
+    srv.inject(Fault::watch(FaultAction::EndStream { after: 0 }));
+    srv.inject(Fault::watch(FaultAction::Delay(Duration::from_secs(1))));
+    wait_until("stream ended", LIMIT, || srv.pending_faults() == 1);
+    srv.create(pod("ns", "b", "vm1", json!({})));
+    srv.compact();
+    wait_until("relist", LIMIT, || pod_lists(&srv) > before);
+    wait_until("store converges", LIMIT, || {
+        store_versions(&stores.pods) == server_versions(&srv, "pods", on_vm1)
+    });
+    assert!(
+        srv.requests()
+            .iter()
+            .any(|r| r.starts_with("GET /api/v1/pods ") && r.contains("\"watch\""))
+    );
+    src.stop();
+}
+
+#[test]
+fn missing_crd_is_a_clear_error_and_is_retried() {
+    let srv = ApiServer::start(Options {
+        crds_installed: false,
+        ..Options::default()
+    });
+    let (src, stores, rx) = start(
+        &cluster_config(&srv, Credentials::None),
+        &[Kind::TrafficControl],
+        500,
+    );
+    wait_until("several 404s", LIMIT, || {
+        src.status()
+            .get(&Kind::TrafficControl)
+            .is_some_and(|s| s.errors_total >= 3)
+    });
+    let st = src.status()[&Kind::TrafficControl].clone();
+    let err = st.last_error.unwrap();
+    assert!(
+        err.starts_with("not found (404) at /apis/crd.antrea.io/v1alpha2/trafficcontrols")
+            && err.ends_with("(is the CRD installed?)"),
+        "{err}"
+    );
+    assert!(!st.synced);
+    assert!(rx.try_recv().is_err(), "no event before the CRD exists");
+    srv.set_crds_installed(true);
+    srv.create(traffic_control("tc1", "web", 5));
+    wait_synced(&rx, &[Kind::TrafficControl]);
+    assert_eq!(
+        stores
+            .traffic_controls
+            .keys()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["tc1"]
+    );
+    assert_eq!(src.status()[&Kind::TrafficControl].last_error, None);
+    src.stop();
+}
+
+#[test]
+fn bookmarks_move_the_resume_point() {
+    let srv = ApiServer::start(Options {
+        bookmark_every: Some(Duration::from_millis(20)),
+        ..Options::default()
+    });
+    srv.create(pod("ns", "a", "vm1", json!({})));
+    let (src, _stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 500);
+    wait_synced(&rx, &[Kind::Pod]);
+    // Other kinds move the global version; only bookmarks tell the Pod watcher.
+    for i in 0..3 {
+        srv.create(namespace(&format!("n{i}"), json!({})));
+    }
+    let rv = srv.resource_version();
+    let want = format!(r#""resourceVersion": "{rv}""#);
+    // End the stream after its next line until a re-watch starts from the bookmarked
+    // version.
+    wait_until("re-watch from the bookmark's version", LIMIT, || {
+        let found = srv
+            .requests()
+            .iter()
+            .filter(|r| r.contains("\"watch\""))
+            .any(|r| r.contains(&want));
+        if !found && srv.pending_faults() == 0 {
+            // After one more line: the bookmark, since nothing else changes Pods.
+            srv.inject(Fault::watch(FaultAction::EndStream { after: 1 }));
+        }
+        found
+    });
+    src.stop();
+}
+
+#[test]
+fn invalid_traffic_control_is_stored_with_its_field_error() {
+    let srv = ApiServer::start(Options::default());
+    srv.create(traffic_control("bad", "web", 16_777_216));
+    srv.create(traffic_control("good", "web", 7));
+    let (src, stores, rx) = start(
+        &cluster_config(&srv, Credentials::None),
+        &[Kind::TrafficControl],
+        500,
+    );
+    wait_synced(&rx, &[Kind::TrafficControl]);
+    let bad = stores.traffic_controls.get("bad").unwrap();
+    assert_eq!(
+        bad.spec.as_ref().unwrap_err().to_string(),
+        "spec.targetPort.vxlan.vni: 16777216 out of range 0..16777215"
+    );
+    assert!(stores.traffic_controls.get("good").unwrap().spec.is_ok());
+    src.stop();
+}

@@ -1,0 +1,210 @@
+//! The pure parts of the flow backend: the flow set's diff (which mods, in which order,
+//! with which cookies), conflicts between owners, replay, and the connection's backoff and
+//! keepalive state machines with injected time.
+
+use std::time::{Duration, Instant};
+
+use tether::openflow::OfError;
+use tether::openflow::action::Action;
+use tether::openflow::consts::{FlowModCommand, TABLE_ALL};
+use tether::openflow::flow::{Category, Flow, Owner, cookie};
+use tether::openflow::flowset::FlowSet;
+use tether::openflow::liveness::{Backoff, Keepalive, KeepaliveAction};
+use tether::openflow::oxm::MatchField;
+
+const A: Owner = Owner {
+    category: Category::TRAFFIC_CONTROL,
+    object: 7,
+};
+const B: Owner = Owner {
+    category: Category::EXTERNAL_NODE,
+    object: 1,
+};
+
+fn flow(port: u32, out: u32) -> Flow {
+    Flow::new(2, 200)
+        .matching(MatchField::InPort(port))
+        .actions([Action::output(out)])
+}
+
+/// (command, in_port, cookie) of each mod, in order.
+fn summary(mods: &[tether::openflow::flowmod::FlowMod]) -> Vec<(FlowModCommand, u32, u64)> {
+    mods.iter()
+        .map(|m| {
+            let port = match m.match_.fields().first() {
+                Some(MatchField::InPort(p)) => *p,
+                _ => 0,
+            };
+            (m.command, port, m.cookie)
+        })
+        .collect()
+}
+
+#[test]
+fn diff_sends_only_the_difference_deletes_first() {
+    let mut set = FlowSet::new(3);
+    let ck = cookie(3, A.category, A.object);
+    assert_eq!(ck, 0x0003_0100_0000_0007);
+    let plan = set
+        .plan_apply(A, vec![flow(1, 10), flow(2, 20), flow(3, 30)])
+        .unwrap();
+    let mut got = summary(&plan.mods);
+    got.sort_by_key(|m| m.1);
+    assert_eq!(
+        got,
+        vec![
+            (FlowModCommand::ADD, 1, ck),
+            (FlowModCommand::ADD, 2, ck),
+            (FlowModCommand::ADD, 3, ck)
+        ]
+    );
+    set.commit(plan);
+    assert_eq!(set.len(), 3);
+
+    // Same flows, other order, one duplicate: nothing to send.
+    let plan = set
+        .plan_apply(A, vec![flow(3, 30), flow(1, 10), flow(2, 20), flow(1, 10)])
+        .unwrap();
+    assert!(plan.is_empty());
+
+    // 1 unchanged, 2 changed actions, 3 gone, 4 new; 5 new with a timeout.
+    let plan = set
+        .plan_apply(
+            A,
+            vec![
+                flow(1, 10),
+                flow(2, 21),
+                flow(4, 40),
+                flow(5, 50).timeouts(30, 0),
+            ],
+        )
+        .unwrap();
+    let got = summary(&plan.mods);
+    assert_eq!(got[0], (FlowModCommand::DELETE_STRICT, 3, ck));
+    assert_eq!(got[1], (FlowModCommand::MODIFY_STRICT, 2, ck));
+    let mut adds = got[2..].to_vec();
+    adds.sort_by_key(|m| m.1);
+    assert_eq!(
+        adds,
+        vec![(FlowModCommand::ADD, 4, ck), (FlowModCommand::ADD, 5, ck)]
+    );
+    // Strict deletes carry no instructions; the modify carries the new ones.
+    assert!(plan.mods[0].instructions.is_empty());
+    assert_eq!(plan.mods[1].instructions, flow(2, 21).value.instructions);
+    set.commit(plan);
+
+    // A timeout change cannot be a modify (it changes instructions only): re-add.
+    let plan = set
+        .plan_apply(
+            A,
+            vec![
+                flow(1, 10),
+                flow(2, 21),
+                flow(4, 40),
+                flow(5, 50).timeouts(60, 0),
+            ],
+        )
+        .unwrap();
+    assert_eq!(summary(&plan.mods), vec![(FlowModCommand::ADD, 5, ck)]);
+    assert_eq!(plan.mods[0].idle_timeout, 60);
+}
+
+#[test]
+fn uncommitted_plans_change_nothing() {
+    let mut set = FlowSet::new(1);
+    set.commit(set.plan_apply(A, vec![flow(1, 10)]).unwrap());
+    // The switch rejected this one: the caller never commits it.
+    let _rejected = set.plan_apply(A, vec![flow(9, 90)]).unwrap();
+    assert_eq!(set.flows(A), vec![flow(1, 10)]);
+    let plan = set.plan_apply(A, vec![flow(1, 10)]).unwrap();
+    assert!(plan.is_empty());
+}
+
+#[test]
+fn owners_cannot_take_each_others_flows() {
+    let mut set = FlowSet::new(1);
+    set.commit(set.plan_apply(A, vec![flow(1, 10)]).unwrap());
+    let err = set.plan_apply(B, vec![flow(1, 99)]).unwrap_err();
+    assert!(
+        matches!(&err, OfError::Conflict { owner, .. } if owner == "owner(category=1,object=7)"),
+        "{err}"
+    );
+    // Two different flows with one key from one owner.
+    let err = set.plan_apply(B, vec![flow(5, 1), flow(5, 2)]).unwrap_err();
+    assert!(matches!(err, OfError::Conflict { .. }), "{err}");
+    // Once A lets go, B may have it.
+    set.commit(set.plan_remove(A));
+    assert!(set.is_empty());
+    set.commit(set.plan_apply(B, vec![flow(1, 99)]).unwrap());
+    assert_eq!(set.flows(B), vec![flow(1, 99)]);
+    assert_eq!(set.owners().collect::<Vec<_>>(), vec![B]);
+}
+
+#[test]
+fn remove_deletes_strictly_and_replay_readds_everything() {
+    let mut set = FlowSet::new(2);
+    set.commit(set.plan_apply(A, vec![flow(1, 10), flow(2, 20)]).unwrap());
+    set.commit(set.plan_apply(B, vec![flow(3, 30)]).unwrap());
+    let replay = set.replay_mods();
+    // First: delete whatever this round left, in every table.
+    assert_eq!(replay[0].command, FlowModCommand::DELETE);
+    assert_eq!(replay[0].table_id, TABLE_ALL);
+    assert_eq!(replay[0].cookie, 0x0002_0000_0000_0000);
+    assert_eq!(replay[0].cookie_mask, 0xffff_0000_0000_0000);
+    let mut adds = summary(&replay[1..]);
+    adds.sort_by_key(|m| m.1);
+    assert_eq!(
+        adds,
+        vec![
+            (FlowModCommand::ADD, 1, cookie(2, A.category, A.object)),
+            (FlowModCommand::ADD, 2, cookie(2, A.category, A.object)),
+            (FlowModCommand::ADD, 3, cookie(2, B.category, B.object)),
+        ]
+    );
+    let plan = set.plan_remove(A);
+    let mut dels = summary(&plan.mods);
+    dels.sort_by_key(|m| m.1);
+    assert_eq!(
+        dels,
+        vec![
+            (
+                FlowModCommand::DELETE_STRICT,
+                1,
+                cookie(2, A.category, A.object)
+            ),
+            (
+                FlowModCommand::DELETE_STRICT,
+                2,
+                cookie(2, A.category, A.object)
+            ),
+        ]
+    );
+    set.commit(plan);
+    assert_eq!(set.len(), 1);
+    assert!(set.plan_remove(A).is_empty());
+}
+
+#[test]
+fn backoff_doubles_to_the_cap_and_resets() {
+    let mut b = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+    let seq: Vec<u128> = (0..7).map(|_| b.next_delay().as_millis()).collect();
+    assert_eq!(seq, vec![50, 100, 200, 400, 800, 1000, 1000]);
+    b.reset();
+    assert_eq!(b.next_delay(), Duration::from_millis(50));
+}
+
+#[test]
+fn keepalive_probes_after_silence_and_gives_up_after_another_interval() {
+    let t0 = Instant::now();
+    let s = Duration::from_secs(1);
+    let mut k = Keepalive::new(5 * s, t0);
+    assert_eq!(k.poll(t0 + 4 * s), KeepaliveAction::Nothing);
+    assert_eq!(k.poll(t0 + 5 * s), KeepaliveAction::SendEcho);
+    assert_eq!(k.poll(t0 + 6 * s), KeepaliveAction::Nothing);
+    // An answer (anything received) resets it.
+    k.received(t0 + 7 * s);
+    assert_eq!(k.poll(t0 + 11 * s), KeepaliveAction::Nothing);
+    assert_eq!(k.poll(t0 + 12 * s), KeepaliveAction::SendEcho);
+    assert_eq!(k.poll(t0 + 16 * s), KeepaliveAction::Nothing);
+    assert_eq!(k.poll(t0 + 17 * s), KeepaliveAction::Dead);
+}

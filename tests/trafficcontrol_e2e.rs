@@ -1,0 +1,475 @@
+//! TrafficControl end to end (DESIGN §7 tier 3): the `tether` binary, real userspace OVS in
+//! a private netns, Pods and a collector as namespaces, real packets counted with tcpdump.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod e2e;
+
+use std::time::Duration;
+
+use common::{Tether, privileged};
+use e2e::{Bed, Capture};
+
+fn tc_yaml(name: &str, direction: &str, action: &str, target: &str, ret: Option<&str>) -> String {
+    let mut y = format!(
+        "apiVersion: crd.antrea.io/v1alpha2\nkind: TrafficControl\nmetadata:\n  name: {name}\nspec:\n  appliedTo:\n    podSelector:\n      matchLabels:\n        app: web\n  direction: {direction}\n  action: {action}\n  targetPort:\n    {target}\n"
+    );
+    if let Some(r) = ret {
+        y.push_str(&format!("  returnPort:\n    {r}\n"));
+    }
+    y
+}
+
+#[test]
+fn mirror_egress_ingress_both_to_a_device() {
+    if !privileged("mirror_egress_ingress_both_to_a_device") {
+        return;
+    }
+    let mut bed = Bed::new();
+    bed.add_pod("pa", 1);
+    bed.add_pod("pb", 2);
+    let coll = bed.add_collector(&["coll0"]);
+    bed.write_pods(&[("pa", "web")]);
+    let args = bed.tether_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _t = Tether::start(bed.sb.ns(), &args, &bed.sb.path("tether.log"));
+    let pa = bed.ofport("veth-pa");
+    assert_eq!(
+        bed.ping(0, 1, 3),
+        3,
+        "Pod to Pod works with the pipeline and no TC"
+    );
+
+    for (direction, want_req, want_rep) in [("Egress", 5, 0), ("Ingress", 0, 5), ("Both", 5, 5)] {
+        bed.write(
+            "tc.yaml",
+            &tc_yaml("mirror", direction, "Mirror", "device: {name: coll0}", None),
+        );
+        let n = match direction {
+            "Both" => 2,
+            _ => 1,
+        };
+        let flows = bed.wait_flows(&format!("{direction} mark flows"), |f| {
+            f.iter()
+                .filter(|l| l.contains("table=3, priority=200"))
+                .count()
+                == n
+                && f.iter().any(|l| {
+                    l.contains(&match direction {
+                        "Egress" => format!("in_port={pa} "),
+                        _ => format!("reg1={pa:#x} "),
+                    })
+                })
+        });
+        let req = Capture::start(
+            &coll,
+            "eth0",
+            "icmp[icmptype] == icmp-echo and src 203.0.113.1",
+            bed.sb.path("req.txt"),
+        );
+        let rep = Capture::start(
+            &coll,
+            "eth0",
+            "icmp[icmptype] == icmp-echoreply and dst 203.0.113.1",
+            bed.sb.path("rep.txt"),
+        );
+        assert_eq!(
+            bed.ping(0, 1, 5),
+            5,
+            "{direction}: ping keeps working while mirrored"
+        );
+        let all = bed.sb.dump_flows("br-int", None);
+        assert_eq!(
+            (req.count(), rep.count()),
+            (want_req, want_rep),
+            "{direction} copies; flows: {flows:#?} all: {all:#?}"
+        );
+    }
+    // No-flood on the target port (OF1.0 view).
+    let show = bed.sb.ofctl(&["-O", "OpenFlow10", "show", "br-int"]);
+    let coll_line = show
+        .lines()
+        .skip_while(|l| !l.contains("(coll0)"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(coll_line.contains("NO_FLOOD"), "{coll_line}");
+    let _ = Duration::from_secs(0);
+}
+
+fn start(bed: &Bed, log: &str) -> Tether {
+    let args = bed.tether_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Tether::start(bed.sb.ns(), &args, &bed.sb.path(log))
+}
+
+fn bed_with_pods() -> Bed {
+    let mut bed = Bed::new();
+    bed.add_pod("pa", 1);
+    bed.add_pod("pb", 2);
+    bed.write_pods(&[("pa", "web")]);
+    bed
+}
+
+fn port_names(bed: &Bed) -> Vec<String> {
+    let mut v: Vec<String> = bed
+        .sb
+        .vsctl(&["list-ports", "br-int"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn redirect_through_a_middlebox_and_back() {
+    if !privileged("redirect_through_a_middlebox_and_back") {
+        return;
+    }
+    let bed = bed_with_pods();
+    // The middlebox: a hub (bridge without learning) between the target and return ports.
+    let mb = bed.add_collector(&["tgt0", "ret0"]);
+    mb.ip(&["link", "add", "hub", "type", "bridge", "ageing_time", "0"]);
+    for dev in ["eth0", "eth1", "hub"] {
+        if dev != "hub" {
+            mb.ip(&["link", "set", dev, "master", "hub"]);
+        }
+        mb.ip(&["link", "set", dev, "up"]);
+    }
+    let _t = start(&bed, "tether.log");
+    bed.write(
+        "tc.yaml",
+        &tc_yaml(
+            "redir",
+            "Both",
+            "Redirect",
+            "device: {name: tgt0}",
+            Some("device: {name: ret0}"),
+        ),
+    );
+    let ret = bed.wait_flows("return-port flow", |f| {
+        f.iter().any(|l| l.contains("set_field:0x6/0xf->reg0"))
+    });
+    let r = bed.ofport("ret0");
+    assert!(
+        ret.iter().any(|l| l.ends_with(&format!(
+            "priority=200,in_port={r} actions=set_field:0x6/0xf->reg0,goto_table:2"
+        ))),
+        "{ret:#?}"
+    );
+    let to_target = Capture::start(
+        &mb,
+        "eth0",
+        "icmp and host 203.0.113.1",
+        bed.sb.path("t.txt"),
+    );
+    let back = Capture::start(
+        &mb,
+        "eth1",
+        "icmp and host 203.0.113.1",
+        bed.sb.path("r.txt"),
+    );
+    let to_pb = Capture::start(
+        &bed.pods[1].ns,
+        "eth0",
+        "icmp[icmptype] == icmp-echo",
+        bed.sb.path("b.txt"),
+    );
+    assert_eq!(
+        bed.ping(0, 1, 5),
+        5,
+        "redirected traffic comes back and is delivered"
+    );
+    let (t, r, b) = (to_target.count(), back.count(), to_pb.count());
+    assert_eq!(
+        (t, r, b),
+        (10, 10, 5),
+        "target and return see requests and replies; pb gets each request once"
+    );
+    // Both TC ports are kept out of flooding.
+    let show = bed.sb.ofctl(&["-O", "OpenFlow10", "show", "br-int"]);
+    for p in ["tgt0", "ret0"] {
+        let block: String = show
+            .lines()
+            .skip_while(|l| !l.contains(&format!("({p})")))
+            .take(3)
+            .collect();
+        assert!(block.contains("NO_FLOOD"), "{p}: {block}");
+    }
+}
+
+#[test]
+fn tunnel_targets_get_exact_options() {
+    if !privileged("tunnel_targets_get_exact_options") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let _t = start(&bed, "tether.log");
+    let cases = [
+        (
+            "vx",
+            "vxlan: {remoteIP: 198.51.100.2, vni: 5, destinationPort: 4790}",
+            "vxlan",
+            r#"["map",[["dst_port","4790"],["key","5"],["remote_ip","198.51.100.2"]]]"#,
+        ),
+        (
+            "gn",
+            "geneve: {remoteIP: \"2001:db8::2\", vni: 6}",
+            "geneve",
+            r#"["map",[["key","6"],["remote_ip","2001:db8::2"]]]"#,
+        ),
+        (
+            "gr",
+            "gre: {remoteIP: 198.51.100.2, key: 4294967295}",
+            "gre",
+            r#"["map",[["key","4294967295"],["remote_ip","198.51.100.2"]]]"#,
+        ),
+        (
+            "e1",
+            "erspan: {remoteIP: 198.51.100.2, sessionID: 8, version: 1, index: 31}",
+            "erspan",
+            r#"["map",[["erspan_idx","1f"],["erspan_ver","1"],["key","8"],["remote_ip","198.51.100.2"]]]"#,
+        ),
+        (
+            "e2",
+            "erspan: {remoteIP: 198.51.100.2, sessionID: 9, version: 2, dir: 1, hardwareID: 4}",
+            "erspan",
+            r#"["map",[["erspan_dir","1"],["erspan_hwid","4"],["erspan_ver","2"],["key","9"],["remote_ip","198.51.100.2"]]]"#,
+        ),
+    ];
+    let mut all = String::new();
+    for (name, target, _, _) in &cases {
+        all.push_str(&tc_yaml(name, "Egress", "Mirror", target, None));
+        all.push_str("---\n");
+    }
+    bed.write("tcs.yaml", &all);
+    // All five select the same Pod: only the effective one ("e1", lowest name at equal
+    // age) has mark flows, but every target port exists.
+    common::wait_for(Duration::from_secs(15), "five tunnel ports", || {
+        (port_names(&bed).len() == 7).then_some(())
+    });
+    let flows = bed.wait_flows("the effective TC's flow", |f| f.len() == 1);
+    let e1 = bed.ofport("erspan-c5a8e8");
+    assert!(
+        flows[0].contains(&format!("set_field:{e1:#x}->reg9")),
+        "{flows:#?}"
+    );
+    for (_, _, kind, options) in &cases {
+        let rows = bed.sb.vsctl(&[
+            "--format=json",
+            "--columns=name,type,options,error,ofport,external_ids",
+            "find",
+            "Interface",
+            &format!("type={kind}"),
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&rows).unwrap();
+        let want: serde_json::Value = serde_json::from_str(options).unwrap();
+        let row = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[2] == want)
+            .unwrap_or_else(|| panic!("{kind} {options} not in {rows}"));
+        assert_eq!(row[3], serde_json::json!(["set", []]), "{kind}: no error");
+        assert!(row[4].as_i64().unwrap() > 0, "{kind}: ofport");
+        let name = row[0].as_str().unwrap();
+        assert_eq!(
+            bed.sb
+                .vsctl(&["get", "Port", name, "external_ids:antrea-type"])
+                .trim(),
+            "traffic-control"
+        );
+    }
+}
+
+#[test]
+fn shared_target_and_return_port_change() {
+    if !privileged("shared_target_and_return_port_change") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let _c = bed.add_collector(&["shared0", "r1", "r2"]);
+    let _t = start(&bed, "tether.log");
+    let two = format!(
+        "{}---\n{}",
+        tc_yaml("one", "Egress", "Mirror", "device: {name: shared0}", None),
+        tc_yaml(
+            "two",
+            "Ingress",
+            "Redirect",
+            "device: {name: shared0}",
+            Some("device: {name: r1}")
+        )
+    );
+    bed.write("tcs.yaml", &two);
+    bed.wait_flows("return flow of r1", |f| {
+        f.iter().any(|l| l.contains("0x6/0xf"))
+    });
+    assert_eq!(
+        port_names(&bed),
+        vec!["r1", "shared0", "veth-pa", "veth-pb"]
+    );
+    // two's return port moves to r2: r1 (and its Classifier flow) must go.
+    bed.write(
+        "tcs.yaml",
+        &format!(
+            "{}---\n{}",
+            tc_yaml("one", "Egress", "Mirror", "device: {name: shared0}", None),
+            tc_yaml(
+                "two",
+                "Ingress",
+                "Redirect",
+                "device: {name: shared0}",
+                Some("device: {name: r2}")
+            )
+        ),
+    );
+    let f = bed.wait_flows("return flow moved to r2", |f| {
+        let r2 = bed
+            .sb
+            .try_vsctl(&["get", "Interface", "r2", "ofport"])
+            .unwrap_or_default();
+        let r2 = r2.trim();
+        f.iter().filter(|l| l.contains("0x6/0xf")).count() == 1
+            && f.iter()
+                .any(|l| l.contains(&format!("in_port={r2} actions=set_field:0x6/0xf")))
+    });
+    common::wait_for(Duration::from_secs(10), "r1 deleted", || {
+        (!port_names(&bed).contains(&"r1".to_string())).then_some(())
+    });
+    // Deleting "one" keeps the shared target: "two" still uses it.
+    bed.write(
+        "tcs.yaml",
+        &tc_yaml(
+            "two",
+            "Ingress",
+            "Redirect",
+            "device: {name: shared0}",
+            Some("device: {name: r2}"),
+        ),
+    );
+    bed.wait_flows("one's flows gone", |f| {
+        f.iter()
+            .filter(|l| l.contains("table=3, priority=200"))
+            .count()
+            == 1
+    });
+    assert!(port_names(&bed).contains(&"shared0".to_string()), "{f:#?}");
+    bed.remove("tcs.yaml");
+    common::wait_for(
+        Duration::from_secs(10),
+        "last user gone → ports deleted",
+        || (port_names(&bed) == vec!["veth-pa", "veth-pb"]).then_some(()),
+    );
+    assert!(bed.tc_flows().is_empty());
+}
+
+#[test]
+fn vswitchd_kill9_flows_and_no_flood_come_back() {
+    if !privileged("vswitchd_kill9_flows_and_no_flood_come_back") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let _c = bed.add_collector(&["coll0"]);
+    let _t = start(&bed, "tether.log");
+    bed.write(
+        "tc.yaml",
+        &tc_yaml("m", "Both", "Mirror", "device: {name: coll0}", None),
+    );
+    bed.wait_flows("mark flows", |f| f.len() == 2);
+    let before = bed.sb.dump_flows("br-int", None);
+    bed.sb.kill9("ovs-vswitchd");
+    let t0 = std::time::Instant::now();
+    bed.sb.start_vswitchd();
+    let took = common::wait_for(Duration::from_secs(20), "flows and no-flood back", || {
+        let now = bed
+            .sb
+            .try_ofctl(&[
+                "-O",
+                "OpenFlow15",
+                "--no-stats",
+                "--no-names",
+                "dump-flows",
+                "br-int",
+            ])
+            .ok()?;
+        let mut now: Vec<String> = now
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        now.sort();
+        let show = bed
+            .sb
+            .try_ofctl(&["-O", "OpenFlow10", "show", "br-int"])
+            .ok()?;
+        let nf: String = show
+            .lines()
+            .skip_while(|l| !l.contains("(coll0)"))
+            .take(3)
+            .collect();
+        (now == before && nf.contains("NO_FLOOD")).then(|| t0.elapsed())
+    });
+    eprintln!("flows and no-flood back {took:?} after the vswitchd restart");
+    assert_eq!(bed.ping(0, 1, 3), 3);
+}
+
+#[test]
+fn tether_restart_loses_no_packet_and_duplicates_no_port() {
+    if !privileged("tether_restart_loses_no_packet_and_duplicates_no_port") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let _c = bed.add_collector(&["coll0"]);
+    let mut t = start(&bed, "tether.log");
+    bed.write(
+        "tc.yaml",
+        &tc_yaml("m", "Egress", "Mirror", "device: {name: coll0}", None),
+    );
+    bed.wait_flows("mark flows", |f| f.len() == 1);
+    t.wait_log("first full sync done", Duration::from_secs(10));
+    let ports = port_names(&bed);
+    // 50 pps for 4 s while tether stops and starts again.
+    let ping = bed.pods[0]
+        .ns
+        .command(&[
+            "ping",
+            "-c",
+            "200",
+            "-i",
+            "0.02",
+            "-W",
+            "1",
+            "-q",
+            &bed.pods[1].ip,
+        ])
+        .output();
+    let restart = std::thread::scope(|s| {
+        let h = s.spawn(|| ping);
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(t.stop(), Some(0), "SIGTERM is a clean stop (exit 0)");
+        std::thread::sleep(Duration::from_millis(500));
+        let t2 = start(&bed, "tether2.log");
+        t2.wait_log("first full sync done", Duration::from_secs(10));
+        (h.join().unwrap(), t2)
+    });
+    let (out, t2) = restart;
+    let text = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
+    assert!(
+        text.contains("200 packets transmitted, 200 received"),
+        "{text}"
+    );
+    assert_eq!(port_names(&bed), ports, "no duplicate or lost ports");
+    // The new round replaced the old one: every flow carries round 2.
+    let all = bed.sb.dump_flows("br-int", None);
+    assert!(all.iter().all(|l| l.starts_with("cookie=0x2")), "{all:#?}");
+    assert_eq!(
+        bed.sb
+            .vsctl(&["br-get-external-id", "br-int", "roundNum"])
+            .trim(),
+        "2"
+    );
+    drop(t2);
+}
