@@ -303,7 +303,7 @@ mod tests {
             assert_eq!(flow.key.priority, 190);
             assert_eq!(flow.key.match_.fields(), &[MatchField::InPort(from)]);
             assert_eq!(
-                flow.value.instructions,
+                *flow.value.instructions,
                 vec![
                     Instruction::ApplyActions(vec![
                         Action::load_reg(1, to, u32::MAX),
@@ -411,7 +411,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            ing.value.instructions,
+            *ing.value.instructions,
             vec![Instruction::GotoTable(table::OUTPUT)]
         );
 
@@ -431,7 +431,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            eg.value.instructions,
+            *eg.value.instructions,
             vec![Instruction::GotoTable(table::L2_FORWARDING)]
         );
 

@@ -115,6 +115,11 @@ pub enum EnError {
         nic: String,
         error: String,
     },
+    /// Host state that no recorded step explains; left alone for an operator.
+    Inconsistent {
+        nic: String,
+        detail: String,
+    },
     /// The step record in OVSDB cannot be read; left in place for an operator.
     Record {
         detail: String,
@@ -157,6 +162,9 @@ impl fmt::Display for EnError {
             EnError::Flows { op, error } => write!(f, "{op}: {error}"),
             EnError::Datapath { nic, error } => {
                 write!(f, "removing datapath port {nic} via ovs-vswitchd: {error}")
+            }
+            EnError::Inconsistent { nic, detail } => {
+                write!(f, "refusing to take over {nic}: {detail}")
             }
             EnError::Record { detail } => write!(
                 f,
@@ -480,7 +488,22 @@ impl EnController {
                 let (link, ips) = self.find_nic(&iface.ips)?;
                 self.takeover(&link, &entity, &namespace, &ips)?;
             }
-            None => self.takeover(&link, &entity, &namespace, &ips)?,
+            None => {
+                // A link called like the NIC next to one called like its uplink, with no
+                // step in flight and no host port in OVSDB: someone else's half-done
+                // takeover (or a replica behind our own writes). Never stack a second one.
+                let uplink = uplink_name(&link.name);
+                if self.links.link_by_name(&uplink).is_ok() {
+                    return Err(EnError::Inconsistent {
+                        nic: link.name.clone(),
+                        detail: format!(
+                            "link {uplink} exists but OVSDB has no host port {}",
+                            link.name
+                        ),
+                    });
+                }
+                self.takeover(&link, &entity, &namespace, &ips)?
+            }
         }
         // A different NIC holds the IPs now: the old one goes back after the new one is in.
         let mut errors = Vec::new();

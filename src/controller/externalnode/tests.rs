@@ -46,7 +46,7 @@ struct Sim {
 }
 
 impl OvsBridge for Sim {
-    fn interfaces(&self) -> Interfaces {
+    fn interfaces(&self) -> Arc<Interfaces> {
         self.bridge.interfaces()
     }
 
@@ -954,4 +954,20 @@ fn the_uplink_already_gone_only_deletes_the_ports() {
     fx.ctl.sync().unwrap();
     assert_eq!(port_names(&fx), vec!["br-int".to_string()]);
     assert!(pair_flows(&fx).is_empty());
+}
+
+#[test]
+fn a_half_done_takeover_nobody_recorded_is_left_alone() {
+    let fx = fixture();
+    // `eth1~` exists next to `eth1`, but no record and no ports explain it.
+    fx.links.add_link("eth1~", MAC2, 1500, true);
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    let e = fx.ctl.sync().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "refusing to take over eth1: link eth1~ exists but OVSDB has no host port eth1"
+    );
+    assert_eq!(nic_state(&fx.links, fx.eth1), before);
+    assert_eq!(port_names(&fx), vec!["br-int".to_string()]);
 }
