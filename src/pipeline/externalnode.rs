@@ -188,6 +188,19 @@ impl PolicyBypassRule {
     }
 }
 
+/// Every rule of `externalNode.policyBypassRules` (as the config file holds them), each
+/// validated with its key path (`externalNode.policyBypassRules[2].port: …`); the first
+/// invalid rule is the error, so the daemon can refuse to start naming it.
+pub fn parse_bypass_rules(values: &[serde_json::Value]) -> Result<Vec<PolicyBypassRule>, String> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            PolicyBypassRule::from_json(v, &format!("externalNode.policyBypassRules[{i}]"))
+        })
+        .collect()
+}
+
 impl BypassProtocol {
     pub fn name(self) -> &'static str {
         match self {
@@ -388,6 +401,21 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(rule(v.clone()).unwrap_err(), want, "{v}");
         }
+    }
+
+    #[test]
+    fn rule_lists_name_the_bad_index() {
+        let ok = json!({"direction":"egress","protocol":"ip","cidr":"::/0"});
+        let bad = json!({"direction":"egress","protocol":"udp","cidr":"::/0"});
+        assert_eq!(
+            parse_bypass_rules(&[ok.clone(), ok.clone()]).unwrap().len(),
+            2
+        );
+        assert_eq!(
+            parse_bypass_rules(&[ok, bad]).unwrap_err(),
+            "externalNode.policyBypassRules[1].port: required (1..65535) for protocol udp"
+        );
+        assert_eq!(parse_bypass_rules(&[]).unwrap(), vec![]);
     }
 
     #[test]

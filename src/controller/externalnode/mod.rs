@@ -18,6 +18,15 @@
 //!                      takeover(NIC), then restore any other attached NIC ──► Attached
 //! ```
 //!
+//!
+//! Driving it (the daemon): build an [`EnConfig`] (`node_name`, `namespace`, the rules from
+//! [`parse_bypass_rules`], `ovs_rundir`, `datapath_type`); call `recover()` once before the
+//! first sync; run `sync()` on one work-queue key whenever the ExternalNode store changes
+//! (failures back off and retry like any key: a recorded step left by a failure is finished
+//! or rolled back first thing in the next sync); call `replay()` after every OpenFlow
+//! reconnect. The pipeline's base flows must be installed: the uplink pair continues to
+//! `TrafficControl` and leaves through `Output`.
+//!
 //! [`OvsBridge`]: crate::controller::bridge::OvsBridge
 //! [`Flows`]: crate::openflow::Flows
 //! [`Links`]: crate::netlink::Links
@@ -25,7 +34,9 @@
 mod controller;
 pub mod record;
 
-pub use crate::pipeline::externalnode::{BypassDirection, BypassProtocol, Cidr, PolicyBypassRule};
+pub use crate::pipeline::externalnode::{
+    BypassDirection, BypassProtocol, Cidr, PolicyBypassRule, parse_bypass_rules,
+};
 pub use controller::{
     CRASH_ENV, Datapath, EnConfig, EnController, EnError, EnStatus, VswitchdDatapath,
     external_entity_name, host_external_ids,
