@@ -778,3 +778,63 @@ fn crash_at_every_step_then_restart_converges() {
         drop(a);
     }
 }
+
+/// The vswitchd control socket as the controller uses it when a host netdev lingers:
+/// `dpctl/show` lists the datapath's ports, `dpctl/del-if` removes one (here while its
+/// OVSDB row still exists, which is when nothing else would), and errors carry OVS's text.
+#[test]
+fn unixctl_removes_a_datapath_port() {
+    if !privileged("unixctl_removes_a_datapath_port") {
+        return;
+    }
+    use tether::ovsdb::unixctl::{Unixctl, delete_dp_interface, parse_dpctl_show};
+    let sb = Sandbox::start();
+    sb.add_bridge("br-int");
+    sb.vsctl(&[
+        "add-port",
+        "br-int",
+        "p1",
+        "--",
+        "set",
+        "Interface",
+        "p1",
+        "type=internal",
+    ]);
+    let ctl = Unixctl::for_daemon(sb.dir(), "ovs-vswitchd").unwrap();
+    let pid = sb.pid("ovs-vswitchd").unwrap();
+    assert_eq!(ctl.path(), sb.path(&format!("ovs-vswitchd.{pid}.ctl")));
+    let names = |ctl: &Unixctl| -> Vec<String> {
+        parse_dpctl_show(&ctl.call("dpctl/show", &["netdev@ovs-netdev"]).unwrap())
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect()
+    };
+    assert_eq!(names(&ctl), ["ovs-netdev", "br-int", "p1"]);
+    // The same text ovs-appctl prints.
+    assert_eq!(
+        ctl.call("dpctl/show", &["netdev@ovs-netdev"]).unwrap(),
+        sb.appctl(&["dpctl/show", "netdev@ovs-netdev"])
+    );
+    // vswitchd logs the removal; it then re-adds the port, because its OVSDB row is still
+    // there (in the real case the row is gone, which is why the netdev lingered).
+    let deletions = || {
+        std::fs::read_to_string(sb.path("ovs-vswitchd.log"))
+            .unwrap()
+            .matches("bridge br-int: deleted interface p1 on port")
+            .count()
+    };
+    assert_eq!(deletions(), 0);
+    assert!(delete_dp_interface(&ctl, "netdev@ovs-netdev", "p1").unwrap());
+    wait_for(
+        Duration::from_secs(5),
+        "vswitchd to log the removal",
+        || (deletions() == 1).then_some(()),
+    );
+    assert!(!delete_dp_interface(&ctl, "netdev@ovs-netdev", "nope").unwrap());
+    // Antrea's datapath name does not exist on the userspace datapath (ovs-recipe.md §1).
+    let e = ctl.call("dpctl/show", &["system@ovs-system"]).unwrap_err();
+    assert!(
+        e.to_string().contains("opening datapath") && e.to_string().contains("failed"),
+        "{e}"
+    );
+}
