@@ -473,7 +473,22 @@ impl EnController {
         let (link, ips) = self.find_nic(&iface.ips)?;
         let entity = external_entity_name(&en.metadata.name, &iface.name);
         let namespace = en.metadata.namespace.clone();
+        let stale = |a: &Attached| {
+            self.links
+                .link_by_name(&a.uplink)
+                .is_err_and(|e| e.is_not_found())
+        };
         match attached.iter().find(|a| a.nic == link.name) {
+            // The ports survived but the kernel side did not (a reboot: the NIC has its
+            // own name and addresses again, the uplink link is gone; Antrea #4122).
+            Some(a) if stale(a) => {
+                log::warn!(
+                    "externalnode ports of {} outlived their links (reboot?); re-attaching",
+                    a.nic
+                );
+                self.drop_ports_and_flows(a)?;
+                self.takeover(&link, &entity, &namespace, &ips)?;
+            }
             Some(a) if a.uplink_port.is_some() => {
                 self.ensure_attached(a, &entity, &namespace, &ips)?
             }

@@ -971,3 +971,35 @@ fn a_half_done_takeover_nobody_recorded_is_left_alone() {
     assert_eq!(nic_state(&fx.links, fx.eth1), before);
     assert_eq!(port_names(&fx), vec!["br-int".to_string()]);
 }
+
+#[test]
+fn ports_that_outlived_a_reboot_are_replaced() {
+    // Antrea #4122: after a reboot OVS still has eth1~ and eth1, the kernel has a plain
+    // eth1 with its addresses and no eth1~.
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    let host = fx.links.link_by_name("eth1").unwrap();
+    fx.links.remove_link(host.index);
+    fx.links.set_name(fx.eth1, "eth1").unwrap();
+    add_addr(&fx.links, fx.eth1, "192.0.2.10", 24, Some("eth1"));
+    add_addr(&fx.links, fx.eth1, "2001:db8:1::10", 64, None);
+    add_gw(&fx.links, fx.eth1, "192.0.2.1", 100);
+    fx.sim.bridge.take_log();
+    fx.sim.internal.lock().unwrap().clear();
+    let ctl = controller(&fx);
+    ctl.recover().unwrap();
+    ctl.sync().unwrap();
+    assert_eq!(
+        fx.sim.bridge.take_log(),
+        [
+            "delete eth1~,eth1",
+            "create eth1~ system",
+            "create eth1 internal"
+        ]
+    );
+    let (l, addrs, _) = nic_state(&fx.links, fx.eth1);
+    assert_eq!(l.name, "eth1~");
+    assert!(addrs.is_empty());
+    assert_eq!(pair_flows(&fx).len(), 1);
+}
