@@ -609,3 +609,42 @@ fn unixctl_removes_a_datapath_port() {
         "{e}"
     );
 }
+
+/// A 15-byte NIC name (the kernel's maximum): `<nic>~` would not fit, so the uplink gets
+/// the short form `<8 bytes>~<6 hex of sha1>`; the internal port keeps the full name.
+#[test]
+fn a_15_byte_nic_name_end_to_end() {
+    if !privileged("a_15_byte_nic_name_end_to_end") {
+        return;
+    }
+    const NIC: &str = "enp0s31f6abcdef";
+    let uplink = tether::netlink::uplink_name(NIC);
+    assert_eq!(uplink.len(), 15);
+    let sb = Sandbox::start();
+    sb.add_bridge("br-int");
+    let peer = common::Netns::new("peer");
+    let vm = sb.ns();
+    for ns in [vm, &peer] {
+        ns.sh("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    }
+    vm.veth_to(NIC, &peer, "eth0");
+    vm.ip(&["addr", "add", "203.0.113.10/24", "dev", NIC]);
+    peer.ip(&["addr", "add", "203.0.113.1/24", "dev", "eth0"]);
+    let before = snapshot(vm, NIC);
+
+    let mut agent = Agent::start_and_sync(&sb, Some("en - 203.0.113.10"));
+    assert_eq!(
+        json_of(&vm.ip(&["-j", "link", "show", "dev", &uplink]))[0]["ifname"],
+        json!(uplink)
+    );
+    let iface = sb.vsctl_json("Interface", Some(NIC), "name,type,ofport");
+    assert_eq!(iface["data"][0][0], json!(NIC));
+    assert_eq!(iface["data"][0][1], json!("internal"));
+    assert!(iface["data"][0][2].as_i64().unwrap() > 0);
+    neutralise_uplink(vm, &uplink, true);
+    assert_clean_ping(&peer, "203.0.113.10");
+    neutralise_uplink(vm, &uplink, false);
+    agent.cmd("absent");
+    agent.cmd("sync");
+    assert_restored(vm, NIC, &before);
+}
