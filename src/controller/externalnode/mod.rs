@@ -33,15 +33,17 @@
 
 mod controller;
 pub mod record;
+mod types;
 
 pub use crate::pipeline::externalnode::{
     BypassDirection, BypassProtocol, Cidr, PolicyBypassRule, parse_bypass_rules,
 };
-pub use controller::{
-    CRASH_ENV, Datapath, EnConfig, EnController, EnError, EnStatus, VswitchdDatapath,
-    external_entity_name, host_external_ids,
-};
+pub use controller::EnController;
 pub use record::{Phase, RECORD_KEY, Record, Step};
+pub use types::{
+    CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
+    host_external_ids,
+};
 
 #[cfg(test)]
 mod tests;
