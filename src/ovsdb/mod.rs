@@ -14,6 +14,7 @@ pub mod framer;
 pub mod ops;
 pub mod replica;
 pub mod rpc;
+pub mod unixctl;
 
 pub use bridge::{Bridge, PortData, PortKind, PortSpec};
 pub use conn::{Client, ClientOptions, Event, Remote};

@@ -13,6 +13,8 @@ use crate::openflow::consts::port;
 use crate::openflow::oxm::Mac;
 use crate::openflow::{Action, Flow, MatchField};
 
+pub mod externalnode;
+
 #[cfg(test)]
 mod tests;
 

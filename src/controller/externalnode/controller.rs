@@ -1,0 +1,777 @@
+//! `EnController`: recover, sync, replay and status for this node's ExternalNode. The
+//! truth is the store, OVSDB (the host and uplink ports, the step record) and the kernel;
+//! the controller keeps only the status it reports.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sha1::{Digest, Sha1};
+
+use super::record::{Phase, RECORD_KEY, Record, Step};
+use super::types::{
+    CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
+    host_external_ids,
+};
+use crate::controller::bridge::OvsBridge;
+use crate::controller::interfaces::Role;
+use crate::k8s::Stores;
+use crate::netlink::{
+    Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, uplink_name,
+};
+use crate::openflow::{Category, Flows, Owner};
+use crate::ovsdb::unixctl;
+use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
+use crate::pipeline::externalnode::{bypass_flows, uplink_pair_flows};
+
+/// A NIC attached to the bridge, as OVSDB records it.
+#[derive(Clone, Debug)]
+struct Attached {
+    nic: String,
+    uplink: String,
+    host: Uuid,
+    uplink_port: Option<Uuid>,
+    ids: BTreeMap<String, String>,
+}
+
+/// Ports created so far by this process in the operation being undone.
+#[derive(Default)]
+struct Made {
+    ports: Vec<Uuid>,
+}
+
+pub struct EnController {
+    cfg: EnConfig,
+    stores: Stores,
+    bridge: Arc<dyn OvsBridge>,
+    flows: Arc<dyn Flows>,
+    links: Arc<dyn Links + Send + Sync>,
+    datapath: Arc<dyn Datapath>,
+    status: Mutex<EnStatus>,
+    /// One operation at a time (sync, recover and replay may come from different threads).
+    serial: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The flow owner of one NIC's uplink pair: stable across restarts (derived from the name,
+/// high bit set so it never equals the bypass owner 0).
+fn nic_owner(nic: &str) -> Owner {
+    let d = Sha1::digest(nic.as_bytes());
+    let id = u32::from_be_bytes([d[0], d[1], d[2], d[3]]) | 0x8000_0000;
+    Owner::new(Category::EXTERNAL_NODE, id)
+}
+
+const BYPASS_OWNER: Owner = Owner {
+    category: Category::EXTERNAL_NODE,
+    object: 0,
+};
+
+fn crash_point(phase: Phase, step: Step) {
+    if let Ok(at) = std::env::var(CRASH_ENV) {
+        if at == format!("{}-{}", phase.name(), step.name()) {
+            log::error!("crash point reached at={at} ({CRASH_ENV}); aborting");
+            std::process::abort();
+        }
+    }
+}
+
+fn link_err(op: impl Into<String>) -> impl FnOnce(LinkError) -> EnError {
+    let op = op.into();
+    move |error| EnError::Link { op, error }
+}
+
+fn ovs_err(op: impl Into<String>) -> impl FnOnce(OvsdbError) -> EnError {
+    let op = op.into();
+    move |error| EnError::Ovsdb { op, error }
+}
+
+fn many(mut errors: Vec<EnError>) -> Result<(), EnError> {
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        _ => Err(EnError::Many(errors)),
+    }
+}
+
+impl EnController {
+    pub fn new(
+        cfg: EnConfig,
+        stores: Stores,
+        bridge: Arc<dyn OvsBridge>,
+        flows: Arc<dyn Flows>,
+        links: Arc<dyn Links + Send + Sync>,
+    ) -> EnController {
+        let datapath = Arc::new(VswitchdDatapath {
+            rundir: cfg.ovs_rundir.clone(),
+            datapath: unixctl::datapath_name(&cfg.datapath_type).to_string(),
+        });
+        EnController {
+            cfg,
+            stores,
+            bridge,
+            flows,
+            links,
+            datapath,
+            status: Mutex::new(EnStatus {
+                step: "waiting".into(),
+                ..EnStatus::default()
+            }),
+            serial: Mutex::new(()),
+        }
+    }
+
+    /// Replace how lingering datapath ports are removed (tests use a fake).
+    pub fn with_datapath(mut self, datapath: Arc<dyn Datapath>) -> EnController {
+        self.datapath = datapath;
+        self
+    }
+
+    /// The store key of this node's ExternalNode.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.cfg.namespace, self.cfg.node_name)
+    }
+
+    pub fn status(&self) -> EnStatus {
+        lock(&self.status).clone()
+    }
+
+    /// At start, before the first sync: finish or roll back whatever step a crash
+    /// interrupted, install the bypass flows, and report what OVSDB says is attached.
+    pub fn recover(&self) -> Result<(), EnError> {
+        let _g = lock(&self.serial);
+        let mut errors = Vec::new();
+        if let Err(e) = self.finish_recorded() {
+            errors.push(e);
+        }
+        if let Err(e) = self.install_bypass() {
+            errors.push(e);
+        }
+        self.refresh_status();
+        self.finish(many(errors))
+    }
+
+    /// Level-triggered: make the host match this node's ExternalNode in the store
+    /// (absent → restore every attached NIC). Nothing happens before the store's first
+    /// list: "not listed yet" must not read as "deleted".
+    pub fn sync(&self) -> Result<(), EnError> {
+        let _g = lock(&self.serial);
+        let r = self.sync_locked();
+        self.refresh_status();
+        self.finish(r)
+    }
+
+    /// Re-install the uplink and bypass flows with freshly read ofports (after an OpenFlow
+    /// reconnect: a restarted ovs-vswitchd has no flows and may have renumbered ports).
+    pub fn replay(&self) -> Result<(), EnError> {
+        let _g = lock(&self.serial);
+        let mut errors = Vec::new();
+        for a in self.attached() {
+            if let Err(e) = self.install_pair(&a.nic, &a.uplink) {
+                errors.push(e);
+            }
+        }
+        if let Err(e) = self.install_bypass() {
+            errors.push(e);
+        }
+        self.refresh_status();
+        self.finish(many(errors))
+    }
+
+    fn finish(&self, r: Result<(), EnError>) -> Result<(), EnError> {
+        let mut st = lock(&self.status);
+        match &r {
+            Ok(()) => st.last_error = None,
+            Err(e) => {
+                log::warn!("externalnode sync failed en={} err={e}", self.key());
+                st.last_error = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn set_step(&self, step: String) {
+        lock(&self.status).step = step;
+    }
+
+    fn refresh_status(&self) {
+        let attached = self.attached();
+        let ifs = self.bridge.interfaces();
+        let mut st = lock(&self.status);
+        st.bypass_flows = bypass_flows(&self.cfg.bypass_rules).len();
+        match attached.first() {
+            Some(a) => {
+                st.step = "attached".into();
+                st.nic = Some(a.nic.clone());
+                st.uplink = Some(a.uplink.clone());
+                st.host_ofport = ifs.get(&a.nic).and_then(|i| i.ofport());
+                st.uplink_ofport = ifs.get(&a.uplink).and_then(|i| i.ofport());
+                st.entity_name = a.ids.get("entity-name").cloned();
+                st.addresses = a
+                    .ids
+                    .get("ip-address")
+                    .map(|s| s.split(',').map(str::to_string).collect())
+                    .unwrap_or_default();
+            }
+            None => {
+                *st = EnStatus {
+                    step: "waiting".into(),
+                    bypass_flows: st.bypass_flows,
+                    last_error: st.last_error.take(),
+                    ..EnStatus::default()
+                };
+            }
+        }
+    }
+
+    fn sync_locked(&self) -> Result<(), EnError> {
+        self.finish_recorded()?;
+        if !self.stores.external_nodes.has_synced() {
+            return Ok(());
+        }
+        let attached = self.attached();
+        let key = self.key();
+        let Some(en) = self.stores.external_nodes.get(&key) else {
+            let mut errors = Vec::new();
+            for a in &attached {
+                log::info!("externalnode absent en={key} restoring nic={}", a.nic);
+                if let Err(e) = self.restore(a) {
+                    errors.push(e);
+                }
+            }
+            return many(errors);
+        };
+        let spec = en.spec.as_ref().map_err(|e| EnError::Invalid {
+            en: key.clone(),
+            detail: e.to_string(),
+        })?;
+        let iface = spec.interfaces.first().ok_or_else(|| EnError::Invalid {
+            en: key.clone(),
+            detail: "spec.interfaces is empty".into(),
+        })?;
+        let (link, ips) = self.find_nic(&iface.ips)?;
+        let entity = external_entity_name(&en.metadata.name, &iface.name);
+        let namespace = en.metadata.namespace.clone();
+        let stale = |a: &Attached| {
+            self.links
+                .link_by_name(&a.uplink)
+                .is_err_and(|e| e.is_not_found())
+        };
+        match attached.iter().find(|a| a.nic == link.name) {
+            // The ports survived but the kernel side did not (a reboot: the NIC has its
+            // own name and addresses again, the uplink link is gone; Antrea #4122).
+            Some(a) if stale(a) => {
+                log::warn!(
+                    "externalnode ports of {} outlived their links (reboot?); re-attaching",
+                    a.nic
+                );
+                self.drop_ports_and_flows(a)?;
+                self.takeover(&link, &entity, &namespace, &ips)?;
+            }
+            Some(a) if a.uplink_port.is_some() => {
+                self.ensure_attached(a, &entity, &namespace, &ips)?
+            }
+            Some(a) => {
+                // The uplink port vanished under us: give the NIC back, then take it again.
+                log::warn!(
+                    "externalnode uplink port missing nic={} uplink={}",
+                    a.nic,
+                    a.uplink
+                );
+                self.restore(a)?;
+                let (link, ips) = self.find_nic(&iface.ips)?;
+                self.takeover(&link, &entity, &namespace, &ips)?;
+            }
+            None => {
+                // A link called like the NIC next to one called like its uplink, with no
+                // step in flight and no host port in OVSDB: someone else's half-done
+                // takeover (or a replica behind our own writes). Never stack a second one.
+                let uplink = uplink_name(&link.name);
+                if self.links.link_by_name(&uplink).is_ok() {
+                    return Err(EnError::Inconsistent {
+                        nic: link.name.clone(),
+                        detail: format!(
+                            "link {uplink} exists but OVSDB has no host port {}",
+                            link.name
+                        ),
+                    });
+                }
+                self.takeover(&link, &entity, &namespace, &ips)?
+            }
+        }
+        // A different NIC holds the IPs now: the old one goes back after the new one is in.
+        let mut errors = Vec::new();
+        for a in attached.iter().filter(|a| a.nic != link.name) {
+            log::info!("externalnode releasing old nic={} new={}", a.nic, link.name);
+            if let Err(e) = self.restore(a) {
+                errors.push(e);
+            }
+        }
+        if let Err(e) = self.install_bypass() {
+            errors.push(e);
+        }
+        many(errors)
+    }
+
+    /// The link holding the IPs (Antrea `getHostInterfaceName`): IPs on no link are logged
+    /// and dropped; IPs on different links are an error. The IPs found, sorted as strings
+    /// (Antrea's `sets.List`).
+    fn find_nic(&self, ips: &[IpAddr]) -> Result<(Link, Vec<IpAddr>), EnError> {
+        let mut found: Vec<(IpAddr, Link)> = Vec::new();
+        for ip in ips {
+            match self
+                .links
+                .link_holding(*ip)
+                .map_err(link_err(format!("looking up the link holding {ip}")))?
+            {
+                Some(l) => found.push((*ip, l)),
+                None => log::warn!("externalnode ip={ip} is on no interface; ignoring it"),
+            }
+        }
+        let Some((_, first)) = found.first() else {
+            return Err(EnError::NicNotFound { ips: ips.to_vec() });
+        };
+        if found.iter().any(|(_, l)| l.index != first.index) {
+            return Err(EnError::NicAmbiguous {
+                links: found.iter().map(|(ip, l)| (*ip, l.name.clone())).collect(),
+            });
+        }
+        let link = first.clone();
+        let mut ips: Vec<IpAddr> = found.into_iter().map(|(ip, _)| ip).collect();
+        ips.sort_by_key(IpAddr::to_string);
+        ips.dedup();
+        Ok((link, ips))
+    }
+
+    /// Every NIC OVSDB says is attached: host ports, with their uplink port.
+    fn attached(&self) -> Vec<Attached> {
+        let ifs = self.bridge.interfaces();
+        let mut v: Vec<Attached> = ifs
+            .with_role(&Role::Host)
+            .map(|h| {
+                let nic = h.port.name.clone();
+                let uplink = h
+                    .port
+                    .external_ids
+                    .get("uplink-name")
+                    .cloned()
+                    .unwrap_or_else(|| uplink_name(&nic));
+                let uplink_port = ifs
+                    .get(&uplink)
+                    .filter(|u| u.role == Role::Uplink)
+                    .map(|u| u.uuid().clone());
+                Attached {
+                    nic,
+                    uplink,
+                    host: h.uuid().clone(),
+                    uplink_port,
+                    ids: h.port.external_ids.clone(),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.nic.cmp(&b.nic));
+        v
+    }
+
+    fn ensure_attached(
+        &self,
+        a: &Attached,
+        entity: &str,
+        namespace: &str,
+        ips: &[IpAddr],
+    ) -> Result<(), EnError> {
+        let uplink_port = a.uplink_port.clone().unwrap_or_else(|| Uuid(String::new()));
+        let ids = host_external_ids(&a.uplink, &uplink_port, entity, namespace, ips);
+        if ids != a.ids {
+            log::info!(
+                "externalnode updating host port nic={} entity={entity} ips={}",
+                a.nic,
+                ids.get("ip-address").map(String::as_str).unwrap_or("")
+            );
+            self.bridge
+                .set_port_external_ids(&a.nic, &ids)
+                .map_err(ovs_err(format!("set external_ids of host port {}", a.nic)))?;
+        }
+        self.install_pair(&a.nic, &a.uplink)
+    }
+
+    fn install_pair(&self, nic: &str, uplink: &str) -> Result<(), EnError> {
+        let host_of = self
+            .bridge
+            .ofport(nic)
+            .map_err(ovs_err(format!("ofport of host port {nic}")))?;
+        let uplink_of = self
+            .bridge
+            .ofport(uplink)
+            .map_err(ovs_err(format!("ofport of uplink port {uplink}")))?;
+        self.flows
+            .apply(nic_owner(nic), uplink_pair_flows(host_of, uplink_of))
+            .map_err(|error| EnError::Flows {
+                op: format!("uplink flows {nic}<->{uplink}"),
+                error,
+            })
+    }
+
+    fn install_bypass(&self) -> Result<(), EnError> {
+        self.flows
+            .apply(BYPASS_OWNER, bypass_flows(&self.cfg.bypass_rules))
+            .map_err(|error| EnError::Flows {
+                op: "policy bypass flows".into(),
+                error,
+            })
+    }
+
+    fn write_record(&self, rec: &Record) -> Result<(), EnError> {
+        self.set_step(format!("{}:{}", rec.phase.name(), rec.step.name()));
+        self.bridge
+            .set_bridge_external_id(RECORD_KEY, Some(&rec.to_json()))
+            .map_err(ovs_err(format!(
+                "record step {}:{} for {}",
+                rec.phase.name(),
+                rec.step.name(),
+                rec.nic
+            )))
+    }
+
+    fn clear_record(&self) -> Result<(), EnError> {
+        self.bridge
+            .set_bridge_external_id(RECORD_KEY, None)
+            .map_err(ovs_err("remove the step record"))
+    }
+
+    /// Roll back a recorded takeover or finish a recorded restore.
+    fn finish_recorded(&self) -> Result<(), EnError> {
+        let Some(raw) = self
+            .bridge
+            .bridge_external_id(RECORD_KEY)
+            .map_err(ovs_err("read the step record"))?
+        else {
+            return Ok(());
+        };
+        let rec = Record::from_json(&raw).map_err(|detail| EnError::Record { detail })?;
+        log::warn!(
+            "externalnode found an interrupted operation phase={} step={} nic={}; {}",
+            rec.phase.name(),
+            rec.step.name(),
+            rec.nic,
+            match rec.phase {
+                Phase::Takeover => "rolling it back",
+                Phase::Restore => "finishing it",
+            }
+        );
+        self.unwind(rec, &Made::default())
+    }
+
+    /// Take over `link` (see the module doc of `record` for the steps).
+    fn takeover(
+        &self,
+        link: &Link,
+        entity: &str,
+        namespace: &str,
+        ips: &[IpAddr],
+    ) -> Result<(), EnError> {
+        let nic = link.name.clone();
+        let config =
+            capture(self.links.as_ref(), link.index).map_err(link_err(format!("capture {nic}")))?;
+        if config.mac.is_none() {
+            return Err(EnError::NoMac { nic });
+        }
+        let uplink = uplink_name(&nic);
+        log::info!("externalnode taking over nic={nic} uplink={uplink} entity={entity}");
+        let mut rec = Record {
+            phase: Phase::Takeover,
+            step: Step::Rename,
+            nic: nic.clone(),
+            uplink,
+            config,
+        };
+        self.write_record(&rec)?;
+        let mut made = Made::default();
+        if let Err(error) = self.takeover_steps(&mut rec, &mut made, entity, namespace, ips) {
+            log::warn!("externalnode takeover failed nic={nic} err={error}; rolling back");
+            let rollback = match self.unwind(rec, &made) {
+                Ok(()) => Vec::new(),
+                Err(EnError::Many(v)) => v,
+                Err(e) => vec![e],
+            };
+            return Err(EnError::RolledBack {
+                nic,
+                error: Box::new(error),
+                rollback,
+            });
+        }
+        self.clear_record()
+    }
+
+    fn takeover_steps(
+        &self,
+        rec: &mut Record,
+        made: &mut Made,
+        entity: &str,
+        namespace: &str,
+        ips: &[IpAddr],
+    ) -> Result<(), EnError> {
+        let (nic, uplink) = (rec.nic.clone(), rec.uplink.clone());
+        let ifindex = rec.config.ifindex;
+        let links = self.links.as_ref();
+
+        links
+            .rename(ifindex, &uplink)
+            .map_err(link_err(format!("rename {nic} to {uplink}")))?;
+        crash_point(Phase::Takeover, Step::Rename);
+
+        rec.step = Step::Ports;
+        self.write_record(rec)?;
+        let up_spec = PortSpec::new(&uplink, PortKind::System)
+            .with_external_ids(BTreeMap::from([("antrea-type".into(), "uplink".into())]));
+        let up_uuid = self
+            .bridge
+            .create_port(&up_spec)
+            .map_err(ovs_err(format!("create uplink port {uplink}")))?;
+        made.ports.push(up_uuid.clone());
+        let uplink_of = self
+            .bridge
+            .ofport(&uplink)
+            .map_err(ovs_err(format!("ofport of uplink port {uplink}")))?;
+        let mac = rec.config.mac.as_ref().map(format_mac);
+        let mut host_spec = PortSpec::new(&nic, PortKind::Internal { mac })
+            .with_external_ids(host_external_ids(&uplink, &up_uuid, entity, namespace, ips));
+        host_spec.mtu_request = Some(rec.config.mtu);
+        let host_uuid = self
+            .bridge
+            .create_port(&host_spec)
+            .map_err(ovs_err(format!("create host port {nic}")))?;
+        made.ports.push(host_uuid);
+        let host_of = self
+            .bridge
+            .ofport(&nic)
+            .map_err(ovs_err(format!("ofport of host port {nic}")))?;
+        crash_point(Phase::Takeover, Step::Ports);
+
+        rec.step = Step::Move;
+        self.write_record(rec)?;
+        let host = links
+            .link_by_name(&nic)
+            .map_err(link_err(format!("find host port netdev {nic}")))?;
+        if host.index == ifindex {
+            return Err(EnError::Link {
+                op: format!("find host port netdev {nic}"),
+                error: LinkError::Exists {
+                    what: format!("{nic} is still the NIC (index {ifindex})"),
+                    errno: crate::netlink::errno::EEXIST,
+                },
+            });
+        }
+        let nic_link = links
+            .link_by_index(ifindex)
+            .map_err(link_err(format!("find uplink {uplink}")))?;
+        apply(links, &plan_move(&rec.config, Some(&nic_link), &host)).map_err(|error| {
+            EnError::Move {
+                nic: nic.clone(),
+                error,
+            }
+        })?;
+        crash_point(Phase::Takeover, Step::Move);
+
+        rec.step = Step::Flows;
+        self.write_record(rec)?;
+        self.flows
+            .apply(nic_owner(&nic), uplink_pair_flows(host_of, uplink_of))
+            .map_err(|error| EnError::Flows {
+                op: format!("uplink flows {nic}<->{uplink}"),
+                error,
+            })?;
+        crash_point(Phase::Takeover, Step::Flows);
+        Ok(())
+    }
+
+    /// Give an attached NIC back: capture the host port's configuration (that is where
+    /// the addresses live now, including any added meanwhile), record it, then unwind.
+    fn restore(&self, a: &Attached) -> Result<(), EnError> {
+        let links = self.links.as_ref();
+        let nic_link = match links.link_by_name(&a.uplink) {
+            Ok(l) => l,
+            Err(e) if e.is_not_found() => {
+                // Antrea #5111: the NIC is back already; only our ports and flows remain.
+                log::warn!(
+                    "externalnode uplink {} is gone; deleting the ports of {} only",
+                    a.uplink,
+                    a.nic
+                );
+                return self.drop_ports_and_flows(a);
+            }
+            Err(e) => return Err(link_err(format!("find uplink {}", a.uplink))(e)),
+        };
+        let host = links
+            .link_by_name(&a.nic)
+            .map_err(link_err(format!("find host port netdev {}", a.nic)))?;
+        let mut config =
+            capture(links, host.index).map_err(link_err(format!("capture {}", a.nic)))?;
+        config.ifindex = nic_link.index;
+        config.name = a.nic.clone();
+        log::info!("externalnode restoring nic={} uplink={}", a.nic, a.uplink);
+        let rec = Record {
+            phase: Phase::Restore,
+            step: Step::Flows,
+            nic: a.nic.clone(),
+            uplink: a.uplink.clone(),
+            config,
+        };
+        self.write_record(&rec)?;
+        let made = Made {
+            ports: [Some(a.host.clone()), a.uplink_port.clone()]
+                .into_iter()
+                .flatten()
+                .collect(),
+        };
+        self.unwind(rec, &made)
+    }
+
+    fn drop_ports_and_flows(&self, a: &Attached) -> Result<(), EnError> {
+        self.flows
+            .remove(nic_owner(&a.nic))
+            .map_err(|error| EnError::Flows {
+                op: format!("remove uplink flows of {}", a.nic),
+                error,
+            })?;
+        let ports: Vec<Uuid> = [Some(a.host.clone()), a.uplink_port.clone()]
+            .into_iter()
+            .flatten()
+            .collect();
+        self.bridge
+            .delete_ports(&ports)
+            .map_err(ovs_err(format!("delete ports of {}", a.nic)))
+    }
+
+    /// Make the NIC of `rec` a plain NIC again with `rec.config`: remove the flows, delete
+    /// the ports, wait for the host netdev to go, rename the NIC back, re-add its
+    /// addresses and routes. Every step is idempotent, so this both rolls back any prefix
+    /// of a takeover and finishes any prefix of a restore. All steps are tried; the record
+    /// is removed only when all succeeded (a later sync or start retries otherwise).
+    fn unwind(&self, mut rec: Record, made: &Made) -> Result<(), EnError> {
+        let phase = rec.phase;
+        let restoring = phase == Phase::Restore;
+        let (nic, uplink) = (rec.nic.clone(), rec.uplink.clone());
+        let ifindex = rec.config.ifindex;
+        let links = self.links.as_ref();
+        let mut errors = Vec::new();
+        let step = |rec: &mut Record, s: Step, errors: &mut Vec<EnError>| {
+            if restoring {
+                rec.step = s;
+                if let Err(e) = self.write_record(rec) {
+                    errors.push(e);
+                }
+            } else {
+                self.set_step(format!("rollback:{}", s.name()));
+            }
+        };
+
+        step(&mut rec, Step::Flows, &mut errors);
+        if let Err(error) = self.flows.remove(nic_owner(&nic)) {
+            errors.push(EnError::Flows {
+                op: format!("remove uplink flows of {nic}"),
+                error,
+            });
+        }
+        if restoring {
+            crash_point(phase, Step::Flows);
+        }
+
+        step(&mut rec, Step::Ports, &mut errors);
+        let ifs = self.bridge.interfaces();
+        let mut ports = made.ports.clone();
+        for (name, role) in [(&nic, Role::Host), (&uplink, Role::Uplink)] {
+            if let Some(i) = ifs.get(name).filter(|i| i.role == role) {
+                if !ports.contains(i.uuid()) {
+                    ports.push(i.uuid().clone());
+                }
+            }
+        }
+        if let Err(e) = self.bridge.delete_ports(&ports) {
+            errors.push(ovs_err(format!("delete ports {nic} and {uplink}"))(e));
+        }
+        if let Err(e) = self.wait_host_netdev_gone(&nic, ifindex) {
+            errors.push(e);
+        }
+        if restoring {
+            crash_point(phase, Step::Ports);
+        }
+
+        step(&mut rec, Step::Rename, &mut errors);
+        let nic_link = match links.link_by_index(ifindex) {
+            Ok(l) if l.name == nic || l.name == uplink => Ok(l),
+            _ => links
+                .link_by_name(&uplink)
+                .or_else(|_| links.link_by_name(&nic)),
+        };
+        let nic_link = match nic_link {
+            Ok(l) if l.name != nic => links
+                .rename(l.index, &nic)
+                .map_err(link_err(format!("rename {} back to {nic}", l.name))),
+            other => other.map_err(link_err(format!("find {nic} (or {uplink})"))),
+        };
+        if restoring {
+            crash_point(phase, Step::Rename);
+        }
+
+        step(&mut rec, Step::Move, &mut errors);
+        match nic_link {
+            Ok(l) => {
+                if let Err(errs) = apply_best_effort(links, &plan_move(&rec.config, None, &l)) {
+                    errors.push(EnError::Restore {
+                        nic: nic.clone(),
+                        errors: errs,
+                    });
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+        if restoring {
+            crash_point(phase, Step::Move);
+        }
+
+        if errors.is_empty() {
+            self.clear_record()?;
+            log::info!(
+                "externalnode {} done nic={nic}",
+                match phase {
+                    Phase::Takeover => "rollback",
+                    Phase::Restore => "restore",
+                }
+            );
+        }
+        many(errors)
+    }
+
+    /// Wait until the host port's netdev (called like the NIC) is gone; if the datapath
+    /// keeps it, remove it through ovs-vswitchd and wait again. A link with that name
+    /// that IS the NIC (same ifindex) is not the host port.
+    fn wait_host_netdev_gone(&self, nic: &str, ifindex: u32) -> Result<(), EnError> {
+        let links = self.links.as_ref();
+        match links.link_by_name(nic) {
+            Ok(l) if l.index != ifindex => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(link_err(format!("look up {nic}"))(e)),
+        }
+        match links.wait_gone(nic) {
+            Ok(()) => return Ok(()),
+            Err(LinkError::Timeout { .. }) => {}
+            Err(e) => return Err(link_err(format!("wait for {nic} to go"))(e)),
+        }
+        log::warn!(
+            "externalnode host netdev {nic} outlived its port; removing it via ovs-vswitchd"
+        );
+        self.datapath
+            .delete_interface(nic)
+            .map_err(|error| EnError::Datapath {
+                nic: nic.to_string(),
+                error,
+            })?;
+        links
+            .wait_gone(nic)
+            .map_err(link_err(format!("wait for {nic} to go after dpctl/del-if")))
+    }
+}

@@ -1,0 +1,49 @@
+//! The ExternalNode controller (Antrea `pkg/agent/externalnode/external_node_controller.go`,
+//! with the fixes of DESIGN §6): it attaches the VM's NIC to the OVS bridge and gives it back.
+//!
+//! Owns: finding the NIC that holds `spec.interfaces[0].ips`, the takeover (capture →
+//! rename to the uplink name → uplink + host ports → move addresses and routes → uplink
+//! flows), re-labelling, moving to another NIC, the exact restore, policy-bypass flows, and
+//! the step record that makes all of it crash-safe (`record`). Does not own: the sockets
+//! (it programs through [`OvsBridge`], [`Flows`], [`Links`] and [`Datapath`]), the watch
+//! (the stores), or when to sync (the daemon's work queue: one key, level-triggered).
+//!
+//! ```text
+//!              sync(): store synced?──no──► Waiting
+//!                         │ EN absent ──► restore every attached NIC ──► Waiting
+//!                         ▼ EN present: NIC = link holding interfaces[0].ips
+//!        NIC attached? ──yes──► rewrite host external_ids if changed, flows ──► Attached
+//!                         │ no
+//!                         ▼
+//!                      takeover(NIC), then restore any other attached NIC ──► Attached
+//! ```
+//!
+//!
+//! Driving it (the daemon): build an [`EnConfig`] (`node_name`, `namespace`, the rules from
+//! [`parse_bypass_rules`], `ovs_rundir`, `datapath_type`); call `recover()` once before the
+//! first sync; run `sync()` on one work-queue key whenever the ExternalNode store changes
+//! (failures back off and retry like any key: a recorded step left by a failure is finished
+//! or rolled back first thing in the next sync); call `replay()` after every OpenFlow
+//! reconnect. The pipeline's base flows must be installed: the uplink pair continues to
+//! `TrafficControl` and leaves through `Output`.
+//!
+//! [`OvsBridge`]: crate::controller::bridge::OvsBridge
+//! [`Flows`]: crate::openflow::Flows
+//! [`Links`]: crate::netlink::Links
+
+mod controller;
+pub mod record;
+mod types;
+
+pub use crate::pipeline::externalnode::{
+    BypassDirection, BypassProtocol, Cidr, PolicyBypassRule, parse_bypass_rules,
+};
+pub use controller::EnController;
+pub use record::{Phase, RECORD_KEY, Record, Step};
+pub use types::{
+    CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
+    host_external_ids,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,363 @@
+//! The step record that makes takeover and restore crash-safe (DESIGN §6): before each
+//! step, the controller writes what it is about to do — together with the NIC's captured
+//! MAC, MTU, addresses and routes — as JSON into the Bridge row's external_ids under
+//! [`RECORD_KEY`]. After a crash, `recover()` reads it back and rolls a takeover back, or
+//! finishes a restore. Pure: a [`Record`] to a JSON string and back; no I/O.
+//!
+//! ```text
+//! takeover:  rename ─► ports ─► move ─► flows ─► (record removed: done)
+//!            any failure or crash ─► undo with the captured config
+//! restore:   flows ─► ports ─► rename ─► move ─► (record removed: done)
+//!            any failure or crash ─► redo the remaining steps (all idempotent)
+//! ```
+
+use std::net::IpAddr;
+
+use serde_json::{Map, Value, json};
+
+use crate::netlink::{
+    Addr, AddrFlags, Lifetime, NicConfig, Prefix, Route, RoutePref, RouteProtocol, RouteType,
+    Scope, format_mac,
+};
+
+/// The Bridge external_ids key holding the in-flight operation.
+pub const RECORD_KEY: &str = "tether-en-op";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Takeover,
+    Restore,
+}
+
+/// The step about to run (takeover: rename, ports, move, flows; restore: flows, ports,
+/// rename, move).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Rename,
+    Ports,
+    Move,
+    Flows,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Takeover => "takeover",
+            Phase::Restore => "restore",
+        }
+    }
+
+    /// Its steps, in order.
+    pub fn steps(self) -> [Step; 4] {
+        match self {
+            Phase::Takeover => [Step::Rename, Step::Ports, Step::Move, Step::Flows],
+            Phase::Restore => [Step::Flows, Step::Ports, Step::Rename, Step::Move],
+        }
+    }
+}
+
+impl Step {
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Rename => "rename",
+            Step::Ports => "ports",
+            Step::Move => "move",
+            Step::Flows => "flows",
+        }
+    }
+}
+
+/// One in-flight operation on one NIC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub phase: Phase,
+    pub step: Step,
+    /// The NIC's own name (also the host port's name).
+    pub nic: String,
+    pub uplink: String,
+    /// What the NIC must carry once it is a plain NIC again: its configuration captured
+    /// before the takeover, or captured from the host port when the restore began.
+    /// `config.ifindex` is the NIC's ifindex (stable across renames).
+    pub config: NicConfig,
+}
+
+impl Record {
+    pub fn to_json(&self) -> String {
+        json!({
+            "phase": self.phase.name(),
+            "step": self.step.name(),
+            "nic": self.nic,
+            "uplink": self.uplink,
+            "ifindex": self.config.ifindex,
+            "mac": self.config.mac.as_ref().map(format_mac),
+            "mtu": self.config.mtu,
+            "addrs": self.config.addrs.iter().map(addr_json).collect::<Vec<_>>(),
+            "routes": self.config.routes.iter().map(route_json).collect::<Vec<_>>(),
+        })
+        .to_string()
+    }
+
+    pub fn from_json(s: &str) -> Result<Record, String> {
+        let v: Value = serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))?;
+        let o = v.as_object().ok_or("not a JSON object")?;
+        let phase = match text(o, "phase")?.as_str() {
+            "takeover" => Phase::Takeover,
+            "restore" => Phase::Restore,
+            p => return Err(format!("unknown phase {p:?}")),
+        };
+        let step = match text(o, "step")?.as_str() {
+            "rename" => Step::Rename,
+            "ports" => Step::Ports,
+            "move" => Step::Move,
+            "flows" => Step::Flows,
+            s => return Err(format!("unknown step {s:?}")),
+        };
+        let nic = text(o, "nic")?;
+        let mac = match o.get("mac") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => {
+                Some(crate::pipeline::parse_mac(m).ok_or_else(|| format!("bad mac {m:?}"))?)
+            }
+            Some(m) => return Err(format!("bad mac {m}")),
+        };
+        let config = NicConfig {
+            ifindex: uint(o, "ifindex")?,
+            name: nic.clone(),
+            mac,
+            mtu: uint(o, "mtu")?,
+            addrs: list(o, "addrs")?
+                .iter()
+                .map(addr_from)
+                .collect::<Result<_, _>>()?,
+            routes: list(o, "routes")?
+                .iter()
+                .map(route_from)
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Record {
+            phase,
+            step,
+            nic,
+            uplink: text(o, "uplink")?,
+            config,
+        })
+    }
+}
+
+fn text(o: &Map<String, Value>, k: &str) -> Result<String, String> {
+    o.get(k)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| format!("{k}: missing or not a string"))
+}
+
+fn uint<T: TryFrom<u64>>(o: &Map<String, Value>, k: &str) -> Result<T, String> {
+    o.get(k)
+        .and_then(Value::as_u64)
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| format!("{k}: missing or out of range"))
+}
+
+fn list<'a>(o: &'a Map<String, Value>, k: &str) -> Result<&'a Vec<Value>, String> {
+    o.get(k)
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("{k}: missing or not a list"))
+}
+
+fn ip(o: &Map<String, Value>, k: &str) -> Result<Option<IpAddr>, String> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{k}: bad IP {s:?}")),
+        Some(v) => Err(format!("{k}: bad IP {v}")),
+    }
+}
+
+fn obj(v: &Value) -> Result<&Map<String, Value>, String> {
+    v.as_object().ok_or_else(|| format!("not an object: {v}"))
+}
+
+fn addr_json(a: &Addr) -> Value {
+    json!({
+        "local": a.local.to_string(),
+        "prefix_len": a.prefix_len,
+        "peer": a.peer.map(|p| p.to_string()),
+        "broadcast": a.broadcast.map(|b| b.to_string()),
+        "scope": a.scope.0,
+        "flags": a.flags.0,
+        "label": a.label,
+        "valid_lft": a.lifetime.valid,
+        "preferred_lft": a.lifetime.preferred,
+        "metric": a.metric,
+        "proto": a.proto,
+    })
+}
+
+fn addr_from(v: &Value) -> Result<Addr, String> {
+    let o = obj(v)?;
+    let local = ip(o, "local")?.ok_or("addr without local")?;
+    let broadcast = match ip(o, "broadcast")? {
+        Some(IpAddr::V4(b)) => Some(b),
+        Some(IpAddr::V6(_)) => return Err("IPv6 broadcast".into()),
+        None => None,
+    };
+    Ok(Addr {
+        ifindex: 0,
+        local,
+        prefix_len: uint(o, "prefix_len")?,
+        peer: ip(o, "peer")?,
+        broadcast,
+        scope: Scope(uint(o, "scope")?),
+        flags: AddrFlags(uint(o, "flags")?),
+        label: o.get("label").and_then(Value::as_str).map(str::to_string),
+        lifetime: Lifetime {
+            valid: uint(o, "valid_lft")?,
+            preferred: uint(o, "preferred_lft")?,
+        },
+        metric: uint(o, "metric")?,
+        proto: uint(o, "proto")?,
+    })
+}
+
+fn route_json(r: &Route) -> Value {
+    json!({
+        "table": r.table,
+        "dst": r.dst.to_string(),
+        "gateway": r.gateway.map(|g| g.to_string()),
+        "prefsrc": r.prefsrc.map(|p| p.to_string()),
+        "metric": r.metric,
+        "scope": r.scope.0,
+        "protocol": r.protocol.0,
+        "type": r.kind.0,
+        "tos": r.tos,
+        "flags": r.flags,
+        "pref": r.pref.map(|p| p.0),
+        "metrics": r.metrics.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+    })
+}
+
+fn route_from(v: &Value) -> Result<Route, String> {
+    let o = obj(v)?;
+    let dst = text(o, "dst")?;
+    let (a, l) = dst.split_once('/').ok_or("dst without /len")?;
+    let addr: IpAddr = a.parse().map_err(|_| format!("bad dst {dst:?}"))?;
+    let len: u8 = l.parse().map_err(|_| format!("bad dst {dst:?}"))?;
+    let hex = text(o, "metrics")?;
+    if hex.len() % 2 != 0 {
+        return Err("metrics: odd hex length".into());
+    }
+    let metrics = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| "metrics: bad hex".to_string()))
+        .collect::<Result<Vec<u8>, String>>()?;
+    let pref = match o.get("pref") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(RoutePref(uint(o, "pref")?)),
+    };
+    Ok(Route {
+        table: uint(o, "table")?,
+        dst: Prefix::new(addr, len),
+        gateway: ip(o, "gateway")?,
+        prefsrc: ip(o, "prefsrc")?,
+        oif: 0,
+        metric: uint(o, "metric")?,
+        scope: Scope(uint(o, "scope")?),
+        protocol: RouteProtocol(uint(o, "protocol")?),
+        kind: RouteType(uint(o, "type")?),
+        tos: uint(o, "tos")?,
+        flags: uint(o, "flags")?,
+        pref,
+        metrics,
+    })
+}
+
+/// The record's addresses as `ip/len` strings, for status.
+pub fn addr_strings(cfg: &NicConfig) -> Vec<String> {
+    cfg.addrs.iter().map(|a| a.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn sample() -> NicConfig {
+        let mut a4 = Addr::new(0, "192.0.2.10".parse().unwrap(), 24);
+        a4.broadcast = Some("192.0.2.255".parse().unwrap());
+        a4.label = Some("eth1".into());
+        a4.lifetime = Lifetime {
+            valid: 7200,
+            preferred: 3600,
+        };
+        let mut a6 = Addr::new(0, "2001:db8:1::10".parse().unwrap(), 64);
+        a6.flags = AddrFlags::NODAD;
+        let mut def = Route::new(Prefix::new("0.0.0.0".parse().unwrap(), 0), 0);
+        def.gateway = Some("192.0.2.1".parse().unwrap());
+        def.metric = 100;
+        let mut def6 = Route::new(Prefix::new("::".parse().unwrap(), 0), 0);
+        def6.gateway = Some("2001:db8:1::1".parse().unwrap());
+        def6.pref = Some(RoutePref::HIGH);
+        def6.metrics = vec![8, 0, 2, 0, 0xa0, 5, 0, 0];
+        let mut conn = Route::new(Prefix::new("192.0.2.0".parse().unwrap(), 24), 0);
+        conn.protocol = RouteProtocol::KERNEL;
+        conn.scope = Scope::LINK;
+        conn.prefsrc = Some("192.0.2.10".parse().unwrap());
+        NicConfig {
+            ifindex: 7,
+            name: "eth1".into(),
+            mac: Some([2, 0, 0, 0, 1, 0x10]),
+            mtu: 1450,
+            addrs: vec![a4, a6],
+            routes: vec![conn, def, def6],
+        }
+    }
+
+    #[test]
+    fn round_trip_keeps_every_field() {
+        let r = Record {
+            phase: Phase::Restore,
+            step: Step::Rename,
+            nic: "eth1".into(),
+            uplink: "eth1~".into(),
+            config: sample(),
+        };
+        let s = r.to_json();
+        assert_eq!(Record::from_json(&s).unwrap(), r);
+        let v: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["phase"], "restore");
+        assert_eq!(v["step"], "rename");
+        assert_eq!(v["mac"], "02:00:00:00:01:10");
+        assert_eq!(v["addrs"][0]["local"], "192.0.2.10");
+        assert_eq!(v["routes"][2]["metrics"], "08000200a0050000");
+    }
+
+    #[test]
+    fn bad_records_are_errors_not_panics() {
+        assert!(Record::from_json("").is_err());
+        assert!(Record::from_json("[]").is_err());
+        let good = Record {
+            phase: Phase::Takeover,
+            step: Step::Ports,
+            nic: "eth1".into(),
+            uplink: "eth1~".into(),
+            config: sample(),
+        }
+        .to_json();
+        let mut v: Value = serde_json::from_str(&good).unwrap();
+        v["step"] = json!("fly");
+        assert_eq!(
+            Record::from_json(&v.to_string()).unwrap_err(),
+            "unknown step \"fly\""
+        );
+        let mut v: Value = serde_json::from_str(&good).unwrap();
+        v["ifindex"] = json!(-1);
+        assert_eq!(
+            Record::from_json(&v.to_string()).unwrap_err(),
+            "ifindex: missing or out of range"
+        );
+        let mut v: Value = serde_json::from_str(&good).unwrap();
+        v["routes"][0]["metrics"] = json!("abc");
+        assert!(Record::from_json(&v.to_string()).is_err());
+    }
+}

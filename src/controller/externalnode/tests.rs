@@ -1,0 +1,1005 @@
+//! Unit tests with fakes: Antrea's seed cases (reference antrea.md §7), rollback at every
+//! step, and recovery from every recorded step.
+//!
+//! `Sim` plays OVS on top of the recording `FakeBridge`: an internal port gets a netdev in
+//! the `FakeLinks` kernel model (as ovs-vswitchd creates its tap) and loses it when the
+//! port is deleted — or keeps it (`linger`), as a busy datapath does. It can fail or
+//! "crash" (panic) at the n-th record write, before or after the write lands.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::controller::bridge::OvsBridge;
+use crate::controller::fake::{FakeBridge, FakeFlows};
+use crate::controller::interfaces::Interfaces;
+use crate::k8s::{ExternalNode, ExternalNodeSpec, NetworkInterface, ObjectMeta, Stores};
+use crate::netlink::{
+    Addr, Call, FakeLinks, Link, LinkError, Links, Prefix, Route, RouteProtocol, Scope,
+};
+use crate::openflow::{Category, Flow, Flows, OfError, Owner};
+use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
+use crate::pipeline::externalnode::uplink_pair_flows;
+
+const MAC1: [u8; 6] = [2, 0, 0, 0, 1, 0x10];
+const MAC2: [u8; 6] = [2, 0, 0, 0, 1, 0x20];
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Crash {
+    BeforeWrite,
+    AfterWrite,
+}
+
+#[derive(Default)]
+struct Sim {
+    bridge: FakeBridge,
+    links: Arc<FakeLinks>,
+    internal: Mutex<BTreeSet<String>>,
+    linger: AtomicBool,
+    /// Record writes (Some values) seen so far.
+    writes: AtomicUsize,
+    fail_write: Mutex<Option<usize>>,
+    crash_write: Mutex<Option<(usize, Crash)>>,
+}
+
+impl OvsBridge for Sim {
+    fn interfaces(&self) -> Arc<Interfaces> {
+        self.bridge.interfaces()
+    }
+
+    fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        let uuid = self.bridge.create_port(spec)?;
+        if let PortKind::Internal { mac } = &spec.kind {
+            let refused = self.bridge.refuse.lock().unwrap().contains_key(&spec.name);
+            if !refused {
+                let mac = mac
+                    .as_deref()
+                    .and_then(crate::pipeline::parse_mac)
+                    .unwrap_or([2, 0, 0, 0, 0, 0xee]);
+                self.links
+                    .add_link(&spec.name, mac, spec.mtu_request.unwrap_or(1500), false);
+                self.internal.lock().unwrap().insert(spec.name.clone());
+            }
+        }
+        Ok(uuid)
+    }
+
+    fn ofport(&self, name: &str) -> Result<u32, OvsdbError> {
+        self.bridge.ofport(name)
+    }
+
+    fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
+        let names: Vec<String> = self
+            .bridge
+            .ports
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| ports.contains(&p.uuid))
+            .map(|p| p.name.clone())
+            .collect();
+        self.bridge.delete_ports(ports)?;
+        for n in names {
+            if self.internal.lock().unwrap().remove(&n) && !self.linger.load(Ordering::SeqCst) {
+                if let Ok(l) = self.links.link_by_name(&n) {
+                    self.links.remove_link(l.index);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn set_port_external_ids(
+        &self,
+        port: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        self.bridge.set_port_external_ids(port, ids)
+    }
+
+    fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
+        self.bridge.bridge_external_id(key)
+    }
+
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        if value.is_some() {
+            let n = self.writes.fetch_add(1, Ordering::SeqCst);
+            if *self.fail_write.lock().unwrap() == Some(n) {
+                return Err(OvsdbError::Disconnected);
+            }
+            let crash = *self.crash_write.lock().unwrap();
+            if crash == Some((n, Crash::BeforeWrite)) {
+                panic!("simulated crash before record write {n}");
+            }
+            self.bridge.set_bridge_external_id(key, value)?;
+            if crash == Some((n, Crash::AfterWrite)) {
+                panic!("simulated crash after record write {n}");
+            }
+            return Ok(());
+        }
+        self.bridge.set_bridge_external_id(key, value)
+    }
+}
+
+/// Flows whose pair installs can be made to fail (removal keeps working, as it does for
+/// an owner the real backend never installed).
+#[derive(Default)]
+struct TestFlows {
+    inner: FakeFlows,
+    fail_pair: AtomicBool,
+}
+
+impl Flows for TestFlows {
+    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+        if owner.object != 0 && self.fail_pair.load(Ordering::SeqCst) {
+            return Err(OfError::Disconnected {
+                socket: "br-int.mgmt".into(),
+            });
+        }
+        self.inner.apply(owner, flows)
+    }
+    fn remove(&self, owner: Owner) -> Result<(), OfError> {
+        self.inner.remove(owner)
+    }
+    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
+        self.inner.set_no_flood(ofport, on)
+    }
+    fn delete_round(&self, round: u16) -> Result<(), OfError> {
+        self.inner.delete_round(round)
+    }
+}
+
+#[derive(Default)]
+struct FakeDatapath {
+    links: Arc<FakeLinks>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Datapath for FakeDatapath {
+    fn delete_interface(&self, name: &str) -> Result<bool, String> {
+        self.calls.lock().unwrap().push(name.to_string());
+        match self.links.link_by_name(name) {
+            Ok(l) => {
+                self.links.remove_link(l.index);
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+}
+
+struct Fx {
+    links: Arc<FakeLinks>,
+    sim: Arc<Sim>,
+    flows: Arc<TestFlows>,
+    dp: Arc<FakeDatapath>,
+    stores: Stores,
+    ctl: EnController,
+    eth1: u32,
+    eth2: u32,
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn rules() -> Vec<PolicyBypassRule> {
+    vec![
+        PolicyBypassRule::from_json(
+            &serde_json::json!({"direction":"ingress","protocol":"tcp","cidr":"203.0.113.0/24","port":22}),
+            "r[0]",
+        )
+        .unwrap(),
+    ]
+}
+
+fn controller(fx: &Fx) -> EnController {
+    new_controller(&fx.sim, &fx.flows, &fx.dp, &fx.stores, &fx.links)
+}
+
+fn new_controller(
+    sim: &Arc<Sim>,
+    flows: &Arc<TestFlows>,
+    dp: &Arc<FakeDatapath>,
+    stores: &Stores,
+    links: &Arc<FakeLinks>,
+) -> EnController {
+    let cfg = EnConfig {
+        node_name: "vm1".into(),
+        namespace: "default".into(),
+        bypass_rules: rules(),
+        ..EnConfig::default()
+    };
+    EnController::new(
+        cfg,
+        stores.clone(),
+        sim.clone(),
+        flows.clone(),
+        links.clone(),
+    )
+    .with_datapath(dp.clone())
+}
+
+fn add_addr(links: &FakeLinks, idx: u32, s: &str, len: u8, label: Option<&str>) {
+    let mut a = Addr::new(idx, ip(s), len);
+    a.label = label.map(str::to_string);
+    links.add_addr(&a).unwrap();
+}
+
+fn add_gw(links: &FakeLinks, idx: u32, gw: &str, metric: u32) {
+    let g = ip(gw);
+    let mut r = Route::new(Prefix::default_for(g), idx);
+    r.gateway = Some(g);
+    r.metric = metric;
+    links.add_route(&r).unwrap();
+}
+
+/// A VM with `eth1` (v4+v6, default routes and a connected-style route) and `eth2`.
+fn fixture_with(nic1: &str) -> Fx {
+    let links = Arc::new(FakeLinks::new());
+    let eth1 = links.add_link(nic1, MAC1, 1450, true);
+    let eth2 = links.add_link("eth2", MAC2, 1500, true);
+    add_addr(&links, eth1, "192.0.2.10", 24, Some(nic1));
+    add_addr(&links, eth1, "2001:db8:1::10", 64, None);
+    let mut conn = Route::new(Prefix::new(ip("192.0.2.0"), 24), eth1);
+    conn.protocol = RouteProtocol::KERNEL;
+    conn.scope = Scope::LINK;
+    links.add_route(&conn).unwrap();
+    add_gw(&links, eth1, "192.0.2.1", 100);
+    add_gw(&links, eth1, "2001:db8:1::1", 1024);
+    add_addr(&links, eth2, "198.51.100.10", 24, Some("eth2"));
+    add_addr(&links, eth2, "2001:db8:2::10", 64, None);
+    links.clear_calls();
+    let sim = Arc::new(Sim {
+        links: links.clone(),
+        ..Sim::default()
+    });
+    sim.bridge.add_port("br-int", &[], None);
+    let flows = Arc::new(TestFlows::default());
+    let dp = Arc::new(FakeDatapath {
+        links: links.clone(),
+        ..FakeDatapath::default()
+    });
+    let stores = Stores::default();
+    let ctl = new_controller(&sim, &flows, &dp, &stores, &links);
+    Fx {
+        links,
+        sim,
+        flows,
+        dp,
+        stores,
+        ctl,
+        eth1,
+        eth2,
+    }
+}
+
+fn fixture() -> Fx {
+    fixture_with("eth1")
+}
+
+fn en(name: &str, ifname: &str, ips: &[&str]) -> ExternalNode {
+    ExternalNode {
+        metadata: ObjectMeta {
+            name: name.into(),
+            namespace: "default".into(),
+            ..ObjectMeta::default()
+        },
+        spec: Ok(ExternalNodeSpec {
+            interfaces: vec![NetworkInterface {
+                name: ifname.into(),
+                ips: ips.iter().map(|s| ip(s)).collect(),
+            }],
+        }),
+    }
+}
+
+fn set_en(fx: &Fx, e: Option<ExternalNode>) {
+    fx.stores.external_nodes.replace(e.into_iter().collect());
+}
+
+type NicState = (Link, Vec<Addr>, Vec<Route>);
+
+/// One link's state in the kernel model (its addresses and routes, in order).
+fn nic_state(links: &FakeLinks, index: u32) -> NicState {
+    let (all, addrs, routes) = links.snapshot();
+    let l = all.into_iter().find(|l| l.index == index).unwrap();
+    // The kernel keeps one list per family (`ip addr` shows IPv4, then IPv6); the fake
+    // keeps one list, so order across families means nothing.
+    let mut addrs: Vec<Addr> = addrs.into_iter().filter(|a| a.ifindex == index).collect();
+    addrs.sort_by_key(Addr::is_ipv6);
+    (
+        l,
+        addrs,
+        routes.into_iter().filter(|r| r.oif == index).collect(),
+    )
+}
+
+fn port_names(fx: &Fx) -> Vec<String> {
+    fx.sim.bridge.names().into_iter().collect()
+}
+
+fn record(fx: &Fx) -> Option<String> {
+    fx.sim
+        .bridge
+        .bridge_ids
+        .lock()
+        .unwrap()
+        .get(RECORD_KEY)
+        .cloned()
+}
+
+fn pair_flows(fx: &Fx) -> Vec<Vec<Flow>> {
+    fx.flows
+        .inner
+        .owners
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(o, _)| o.category == Category::EXTERNAL_NODE && o.object != 0)
+        .map(|(_, f)| f.clone())
+        .collect()
+}
+
+/// Assert the VM is exactly as before any takeover and tether left nothing behind.
+fn assert_pristine(fx: &Fx, before: &NicState) {
+    assert_eq!(&nic_state(&fx.links, fx.eth1), before);
+    assert_eq!(port_names(fx), vec!["br-int".to_string()]);
+    assert_eq!(record(fx), None);
+    assert!(pair_flows(fx).is_empty());
+    assert!(fx.links.link_by_name("eth1~").is_err());
+}
+
+fn assert_attached(fx: &Fx) {
+    let (l, addrs, routes) = nic_state(&fx.links, fx.eth1);
+    assert_eq!(l.name, "eth1~");
+    assert!(addrs.is_empty(), "uplink keeps no address: {addrs:?}");
+    assert!(routes.is_empty(), "uplink keeps no route: {routes:?}");
+    let host = fx.links.link_by_name("eth1").unwrap();
+    assert_ne!(host.index, fx.eth1);
+    assert_eq!((host.mac, host.mtu, host.is_up()), (Some(MAC1), 1450, true));
+    let (_, haddrs, hroutes) = nic_state(&fx.links, host.index);
+    let locals: Vec<String> = haddrs.iter().map(|a| a.to_string()).collect();
+    assert_eq!(locals, ["192.0.2.10/24", "2001:db8:1::10/64"]);
+    assert_eq!(hroutes.len(), 3);
+    assert_eq!(
+        port_names(fx),
+        vec!["br-int".to_string(), "eth1".into(), "eth1~".into()]
+    );
+    assert_eq!(record(fx), None);
+    let up = fx.sim.bridge.port("eth1~").unwrap();
+    let hp = fx.sim.bridge.port("eth1").unwrap();
+    assert_eq!(
+        pair_flows(fx),
+        vec![{
+            let mut f = uplink_pair_flows(
+                u32::try_from(hp.ofport).unwrap(),
+                u32::try_from(up.ofport).unwrap(),
+            );
+            f.sort();
+            f
+        }]
+    );
+}
+
+#[test]
+fn external_entity_names_as_antrea() {
+    // pkg/controller/externalnode/controller_test.go:92
+    assert_eq!(external_entity_name("vm2", "ens192"), "vm2-e8be5");
+    assert_eq!(external_entity_name("vm1", ""), "vm1");
+    // printf eth1 | sha1sum → 3f1b9b2f…
+    let h = external_entity_name("vm1", "eth1");
+    assert_eq!(h.len(), "vm1-".len() + 5);
+    assert!(h.starts_with("vm1-"));
+}
+
+#[test]
+fn attach_info_keys() {
+    // Antrea GetOVSAttachInfo: six keys, empty values left out.
+    let ids = host_external_ids(
+        "eth1~",
+        &Uuid("u-1".into()),
+        "vm1-abcde",
+        "default",
+        &[ip("192.0.2.10"), ip("2001:db8:1::10")],
+    );
+    let want: BTreeMap<String, String> = [
+        ("antrea-type", "host"),
+        ("uplink-name", "eth1~"),
+        ("uplink-port", "u-1"),
+        ("entity-name", "vm1-abcde"),
+        ("entity-namespace", "default"),
+        ("ip-address", "192.0.2.10,2001:db8:1::10"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(ids, want);
+    let sparse = host_external_ids("eth1~", &Uuid(String::new()), "vm1", "", &[]);
+    assert_eq!(
+        sparse.keys().cloned().collect::<Vec<_>>(),
+        ["antrea-type", "entity-name", "uplink-name"]
+    );
+}
+
+#[test]
+fn nothing_happens_before_the_store_has_listed() {
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+    assert_eq!(fx.ctl.status().step, "waiting");
+    // Listed and absent: still nothing to do.
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+}
+
+#[test]
+fn create_success() {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+    // The exact ports (Antrea TestCreateOVSPortsAndFlowsSuccess).
+    assert_eq!(
+        fx.sim.bridge.take_log(),
+        ["create eth1~ system", "create eth1 internal"]
+    );
+    let up = fx.sim.bridge.port("eth1~").unwrap();
+    assert_eq!(
+        up.external_ids,
+        BTreeMap::from([("antrea-type".to_string(), "uplink".to_string())])
+    );
+    let hp = fx.sim.bridge.port("eth1").unwrap();
+    assert_eq!(
+        hp.external_ids,
+        host_external_ids(
+            "eth1~",
+            &up.uuid,
+            "vm1",
+            "default",
+            &[ip("192.0.2.10"), ip("2001:db8:1::10")]
+        )
+    );
+    // The kernel calls: rename (down, name, up), then the move.
+    let calls = fx.links.calls();
+    assert_eq!(
+        &calls[..3],
+        &[
+            Call::SetDown(fx.eth1),
+            Call::SetName(fx.eth1, "eth1~".into()),
+            Call::SetUp(fx.eth1)
+        ]
+    );
+    // Bypass flows are installed too.
+    assert_eq!(
+        fx.flows
+            .inner
+            .of(Owner::new(Category::EXTERNAL_NODE, 0))
+            .len(),
+        1
+    );
+    let st = fx.ctl.status();
+    assert_eq!(st.step, "attached");
+    assert_eq!(st.nic.as_deref(), Some("eth1"));
+    assert_eq!(st.uplink.as_deref(), Some("eth1~"));
+    assert_eq!(st.entity_name.as_deref(), Some("vm1"));
+    assert_eq!(st.addresses, ["192.0.2.10", "2001:db8:1::10"]);
+    assert_eq!(st.host_ofport, Some(u32::try_from(hp.ofport).unwrap()));
+    assert_eq!(st.uplink_ofport, Some(u32::try_from(up.ofport).unwrap()));
+    assert_eq!(st.last_error, None);
+    // A second sync changes nothing (Antrea TestAddInterface "skip").
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.sim.bridge.take_log(), Vec::<String>::new());
+}
+
+#[test]
+fn interface_lookup_by_ip() {
+    let fx = fixture();
+    // An IP on no link is dropped; the rest decide.
+    set_en(
+        &fx,
+        Some(en("vm1", "eth1", &["192.0.2.10", "203.0.113.99"])),
+    );
+    fx.ctl.sync().unwrap();
+    let hp = fx.sim.bridge.port("eth1").unwrap();
+    assert_eq!(hp.external_ids["ip-address"], "192.0.2.10");
+    assert_eq!(
+        hp.external_ids["entity-name"],
+        external_entity_name("vm1", "eth1")
+    );
+
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["203.0.113.99"])));
+    let e = fx.ctl.sync().unwrap_err();
+    assert_eq!(
+        e,
+        EnError::NicNotFound {
+            ips: vec![ip("203.0.113.99")]
+        }
+    );
+    assert_eq!(e.to_string(), "cannot find interface via IPs 203.0.113.99");
+    assert_eq!(fx.ctl.status().last_error, Some(e.to_string()));
+
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "198.51.100.10"])));
+    let e = fx.ctl.sync().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the IPs are on different interfaces: 192.0.2.10 on eth1, 198.51.100.10 on eth2"
+    );
+    assert_pristine(&fx, &before);
+}
+
+#[test]
+fn invalid_spec_is_an_error_naming_the_en() {
+    let fx = fixture();
+    let mut bad = en("vm1", "", &["192.0.2.10"]);
+    bad.spec = Err(crate::k8s::ValidationError {
+        errors: vec![crate::k8s::FieldError {
+            path: "spec.interfaces".into(),
+            message: "required".into(),
+        }],
+    });
+    set_en(&fx, Some(bad));
+    let e = fx.ctl.sync().unwrap_err();
+    assert!(
+        matches!(&e, EnError::Invalid { en, .. } if en == "default/vm1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn update_ports_data_when_ips_or_entity_change() {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    fx.sim.bridge.take_log();
+    // The VM gets another address on its (host) interface and the EN lists it.
+    let host = fx.links.link_by_name("eth1").unwrap();
+    add_addr(&fx.links, host.index, "192.0.2.11", 24, Some("eth1"));
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "192.0.2.11"])));
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.sim.bridge.take_log(), ["set_external_ids eth1"]);
+    let hp = fx.sim.bridge.port("eth1").unwrap();
+    assert_eq!(hp.external_ids["ip-address"], "192.0.2.10,192.0.2.11");
+    // Only the interface name (so the entity name) changes.
+    set_en(
+        &fx,
+        Some(en("vm1", "ens192", &["192.0.2.10", "192.0.2.11"])),
+    );
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.sim.bridge.take_log(), ["set_external_ids eth1"]);
+    let hp = fx.sim.bridge.port("eth1").unwrap();
+    assert_eq!(hp.external_ids["entity-name"], "vm1-e8be5");
+    assert_eq!(fx.ctl.status().addresses, ["192.0.2.10", "192.0.2.11"]);
+    // No change: no write.
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.sim.bridge.take_log(), Vec::<String>::new());
+}
+
+#[test]
+fn delete_restores_the_nic_exactly() {
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+    assert_eq!(fx.ctl.status().step, "waiting");
+    assert!(fx.dp.calls.lock().unwrap().is_empty());
+    // The bypass flows stay: they belong to the config, not to the EN.
+    assert_eq!(
+        fx.flows
+            .inner
+            .of(Owner::new(Category::EXTERNAL_NODE, 0))
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn an_address_added_while_attached_goes_back_with_the_nic() {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    let host = fx.links.link_by_name("eth1").unwrap();
+    add_addr(&fx.links, host.index, "192.0.2.11", 24, Some("eth1"));
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    let (l, addrs, _) = nic_state(&fx.links, fx.eth1);
+    assert_eq!(l.name, "eth1");
+    let locals: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    assert_eq!(
+        locals,
+        ["192.0.2.10/24", "192.0.2.11/24", "2001:db8:1::10/64"]
+    );
+}
+
+#[test]
+fn different_interface_takes_the_new_one_then_restores_the_old() {
+    let fx = fixture();
+    let before1 = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    fx.sim.bridge.take_log();
+    set_en(&fx, Some(en("vm1", "", &["198.51.100.10"])));
+    fx.ctl.sync().unwrap();
+    assert_eq!(
+        fx.sim.bridge.take_log(),
+        [
+            "create eth2~ system",
+            "create eth2 internal",
+            "delete eth1~,eth1"
+        ]
+    );
+    assert_eq!(nic_state(&fx.links, fx.eth1), before1);
+    assert_eq!(fx.links.link_by_index(fx.eth2).unwrap().name, "eth2~");
+    assert_eq!(
+        port_names(&fx),
+        vec!["br-int".to_string(), "eth2".into(), "eth2~".into()]
+    );
+    assert_eq!(pair_flows(&fx).len(), 1);
+    assert_eq!(fx.ctl.status().nic.as_deref(), Some("eth2"));
+}
+
+#[test]
+fn a_15_byte_nic_name_gets_the_short_uplink_name() {
+    let fx = fixture_with("abcdefghijklmno");
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    assert_eq!(
+        fx.links.link_by_index(fx.eth1).unwrap().name,
+        "abcdefgh~2938dc"
+    );
+    let hp = fx.sim.bridge.port("abcdefghijklmno").unwrap();
+    assert_eq!(hp.external_ids["uplink-name"], "abcdefgh~2938dc");
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_eq!(nic_state(&fx.links, fx.eth1), before);
+}
+
+#[test]
+fn a_lingering_host_netdev_is_removed_through_the_datapath() {
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    fx.sim.linger.store(true, Ordering::SeqCst);
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1"]);
+    assert_pristine(&fx, &before);
+    // It polled the way Antrea does (every 50 ms, 2 s) before asking the datapath.
+    let pauses = fx
+        .links
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, Call::Pause(_)))
+        .count();
+    assert_eq!(pauses, 40);
+}
+
+#[test]
+fn replay_reinstalls_flows_with_fresh_ofports() {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    // ovs-vswitchd restarted: no flows, ports renumbered.
+    fx.flows.inner.owners.lock().unwrap().clear();
+    for p in fx.sim.bridge.ports.lock().unwrap().iter_mut() {
+        p.ofport += 10;
+    }
+    fx.ctl.replay().unwrap();
+    assert_attached(&fx);
+    let host_of = fx.sim.bridge.port("eth1").unwrap().ofport;
+    assert!(host_of > 10);
+    assert_eq!(
+        fx.flows
+            .inner
+            .of(Owner::new(Category::EXTERNAL_NODE, 0))
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn restart_rebuilds_state_from_ovsdb() {
+    let fx = fixture();
+    set_en(
+        &fx,
+        Some(en("vm1", "ens192", &["192.0.2.10", "2001:db8:1::10"])),
+    );
+    fx.ctl.sync().unwrap();
+    fx.sim.bridge.take_log();
+    fx.flows.inner.owners.lock().unwrap().clear();
+    // A new process: only OVSDB, the kernel and the store remain.
+    let ctl = controller(&fx);
+    ctl.recover().unwrap();
+    let st = ctl.status();
+    assert_eq!(st.step, "attached");
+    assert_eq!(st.nic.as_deref(), Some("eth1"));
+    assert_eq!(st.entity_name.as_deref(), Some("vm1-e8be5"));
+    assert_eq!(st.addresses, ["192.0.2.10", "2001:db8:1::10"]);
+    assert_eq!(
+        fx.flows
+            .inner
+            .of(Owner::new(Category::EXTERNAL_NODE, 0))
+            .len(),
+        1
+    );
+    ctl.sync().unwrap();
+    assert_eq!(fx.sim.bridge.take_log(), Vec::<String>::new());
+    assert_attached(&fx);
+}
+
+/// How many changing kernel calls a successful takeover makes.
+fn takeover_link_calls() -> usize {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    fx.links
+        .calls()
+        .iter()
+        .filter(|c| !matches!(c, Call::Pause(_)))
+        .count()
+}
+
+#[test]
+fn a_kernel_failure_at_every_takeover_call_rolls_back() {
+    let n = takeover_link_calls();
+    assert!(n >= 10, "{n}");
+    for k in 0..n {
+        let fx = fixture();
+        let before = nic_state(&fx.links, fx.eth1);
+        set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+        fx.links.fail_call(
+            k,
+            LinkError::Permission {
+                what: format!("injected failure {k}"),
+                errno: 1,
+            },
+        );
+        let e = fx.ctl.sync().unwrap_err();
+        assert!(
+            matches!(&e, EnError::RolledBack { rollback, .. } if rollback.is_empty()),
+            "call {k}: {e}"
+        );
+        // The kernel renames an address's label with its link (inetdev_changename, seen
+        // in tests/netlink_kernel.rs); the fake does not, so undo that here.
+        for a in fx.links.addrs(Some(fx.eth1)).unwrap() {
+            if a.label.as_deref() == Some("eth1~") {
+                fx.links.del_addr(&a).unwrap();
+                let mut b = a.clone();
+                b.label = Some("eth1".into());
+                fx.links.add_addr(&b).unwrap();
+            }
+        }
+        assert_pristine(&fx, &before);
+        // And the next attempt succeeds.
+        fx.ctl.sync().unwrap();
+        assert_attached(&fx);
+    }
+}
+
+#[test]
+fn an_ovs_failure_at_every_takeover_step_rolls_back() {
+    // Uplink port refused, host port refused (ofport -1), flows refused.
+    for case in ["uplink", "host", "flows"] {
+        let fx = fixture();
+        let before = nic_state(&fx.links, fx.eth1);
+        set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+        match case {
+            "uplink" => {
+                fx.sim.bridge.refuse.lock().unwrap().insert(
+                    "eth1~".into(),
+                    "could not open network device eth1~ (No such device)".into(),
+                );
+            }
+            "host" => {
+                fx.sim.bridge.refuse.lock().unwrap().insert(
+                    "eth1".into(),
+                    "could not open network device eth1 (Invalid argument)".into(),
+                );
+            }
+            _ => fx.flows.fail_pair.store(true, Ordering::SeqCst),
+        }
+        let e = fx.ctl.sync().unwrap_err();
+        assert!(matches!(&e, EnError::RolledBack { .. }), "{case}: {e}");
+        assert_pristine(&fx, &before);
+    }
+    // A record write failing at each step (OVSDB gone mid-way).
+    for k in 0..4 {
+        let fx = fixture();
+        let before = nic_state(&fx.links, fx.eth1);
+        set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+        *fx.sim.fail_write.lock().unwrap() = Some(k);
+        let e = fx.ctl.sync().unwrap_err();
+        assert!(e.to_string().contains("record step"), "write {k}: {e}");
+        assert_pristine(&fx, &before);
+    }
+}
+
+#[test]
+fn flows_failure_after_the_move_gives_the_addresses_back() {
+    // Antrea F8: its rollback left the VM without addresses.
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.flows.fail_pair.store(true, Ordering::SeqCst);
+    let e = fx.ctl.sync().unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("taking over eth1 failed: uplink flows eth1<->eth1~"),
+        "{e}"
+    );
+    assert_pristine(&fx, &before);
+    fx.flows.fail_pair.store(false, Ordering::SeqCst);
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+}
+
+/// Run `f` until the simulated crash at record write `k` (counted from now).
+fn crash_during(fx: &Fx, k: usize, how: Crash, f: impl FnOnce()) {
+    fx.sim.writes.store(0, Ordering::SeqCst);
+    *fx.sim.crash_write.lock().unwrap() = Some((k, how));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    assert!(r.is_err(), "no crash at write {k} {how:?}");
+    *fx.sim.crash_write.lock().unwrap() = None;
+}
+
+#[test]
+fn recovery_rolls_back_a_takeover_crashed_at_every_step() {
+    for k in 0..4 {
+        for how in [Crash::BeforeWrite, Crash::AfterWrite] {
+            let fx = fixture();
+            let before = nic_state(&fx.links, fx.eth1);
+            set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+            crash_during(&fx, k, how, || {
+                let _ = fx.ctl.sync();
+            });
+            if how == Crash::AfterWrite || k > 0 {
+                assert!(record(&fx).is_some(), "write {k} {how:?}");
+            }
+            // The restarted process.
+            let ctl = controller(&fx);
+            ctl.recover().unwrap();
+            assert_pristine(&fx, &before);
+            ctl.sync().unwrap();
+            assert_attached(&fx);
+        }
+    }
+}
+
+#[test]
+fn recovery_finishes_a_restore_crashed_at_every_step() {
+    for k in 0..4 {
+        for how in [Crash::BeforeWrite, Crash::AfterWrite] {
+            let fx = fixture();
+            let before = nic_state(&fx.links, fx.eth1);
+            set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+            fx.ctl.sync().unwrap();
+            set_en(&fx, None);
+            crash_during(&fx, k, how, || {
+                let _ = fx.ctl.sync();
+            });
+            let rec = record(&fx).map(|r| Record::from_json(&r).unwrap());
+            if how == Crash::AfterWrite || k > 0 {
+                assert_eq!(rec.as_ref().map(|r| r.phase), Some(Phase::Restore));
+            }
+            let ctl = controller(&fx);
+            ctl.recover().unwrap();
+            if rec.is_some() {
+                assert_pristine(&fx, &before);
+            }
+            ctl.sync().unwrap();
+            assert_pristine(&fx, &before);
+        }
+    }
+}
+
+#[test]
+fn a_restore_record_carries_the_host_config() {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    set_en(&fx, None);
+    crash_during(&fx, 1, Crash::BeforeWrite, || {
+        let _ = fx.ctl.sync();
+    });
+    let rec = Record::from_json(&record(&fx).unwrap()).unwrap();
+    assert_eq!((rec.phase, rec.step), (Phase::Restore, Step::Flows));
+    assert_eq!((rec.nic.as_str(), rec.uplink.as_str()), ("eth1", "eth1~"));
+    assert_eq!(rec.config.ifindex, fx.eth1);
+    assert_eq!((rec.config.mac, rec.config.mtu), (Some(MAC1), 1450));
+    let locals: Vec<String> = rec.config.addrs.iter().map(|a| a.to_string()).collect();
+    assert_eq!(locals, ["192.0.2.10/24", "2001:db8:1::10/64"]);
+    assert_eq!(rec.config.routes.len(), 3);
+}
+
+#[test]
+fn an_unreadable_record_is_reported_and_kept() {
+    let fx = fixture();
+    fx.sim
+        .bridge
+        .set_bridge_external_id(RECORD_KEY, Some("{not json"))
+        .unwrap();
+    let e = controller(&fx).recover().unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("Bridge external_ids:tether-en-op is unreadable (not JSON"),
+        "{e}"
+    );
+    assert_eq!(record(&fx).as_deref(), Some("{not json"));
+}
+
+#[test]
+fn the_uplink_already_gone_only_deletes_the_ports() {
+    // Antrea #5111: a NIC given back by hand (or an earlier attempt) is not restored again.
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    let host = fx.links.link_by_name("eth1").unwrap();
+    fx.links.remove_link(host.index);
+    fx.links.set_name(fx.eth1, "eth9").unwrap();
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_eq!(port_names(&fx), vec!["br-int".to_string()]);
+    assert!(pair_flows(&fx).is_empty());
+}
+
+#[test]
+fn a_half_done_takeover_nobody_recorded_is_left_alone() {
+    let fx = fixture();
+    // `eth1~` exists next to `eth1`, but no record and no ports explain it.
+    fx.links.add_link("eth1~", MAC2, 1500, true);
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    let e = fx.ctl.sync().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "refusing to take over eth1: link eth1~ exists but OVSDB has no host port eth1"
+    );
+    assert_eq!(nic_state(&fx.links, fx.eth1), before);
+    assert_eq!(port_names(&fx), vec!["br-int".to_string()]);
+}
+
+#[test]
+fn ports_that_outlived_a_reboot_are_replaced() {
+    // Antrea #4122: after a reboot OVS still has eth1~ and eth1, the kernel has a plain
+    // eth1 with its addresses and no eth1~.
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    let host = fx.links.link_by_name("eth1").unwrap();
+    fx.links.remove_link(host.index);
+    fx.links.set_name(fx.eth1, "eth1").unwrap();
+    add_addr(&fx.links, fx.eth1, "192.0.2.10", 24, Some("eth1"));
+    add_addr(&fx.links, fx.eth1, "2001:db8:1::10", 64, None);
+    add_gw(&fx.links, fx.eth1, "192.0.2.1", 100);
+    fx.sim.bridge.take_log();
+    fx.sim.internal.lock().unwrap().clear();
+    let ctl = controller(&fx);
+    ctl.recover().unwrap();
+    ctl.sync().unwrap();
+    assert_eq!(
+        fx.sim.bridge.take_log(),
+        [
+            "delete eth1~,eth1",
+            "create eth1~ system",
+            "create eth1 internal"
+        ]
+    );
+    let (l, addrs, _) = nic_state(&fx.links, fx.eth1);
+    assert_eq!(l.name, "eth1~");
+    assert!(addrs.is_empty());
+    assert_eq!(pair_flows(&fx).len(), 1);
+}

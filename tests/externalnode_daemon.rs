@@ -1,0 +1,386 @@
+//! ExternalNode through the `tether` binary (DESIGN §7 tier 3): `tether run` in the VM
+//! namespace of the shared bed (`externalnode_vm`), the ExternalNode from a manifests
+//! directory and from the test API server; `kill -9` of tether at every step of takeover
+//! and restore (the test-only crash point `TETHER_CRASH_AT=<phase>-<step>` aborts right
+//! after that step, as a `kill -9` there would) → after a restart the VM is reachable and
+//! the state converges.
+//!
+//! The API server listens on 127.0.0.1 of the test's own namespace, which tether in the VM
+//! namespace cannot reach; two byte relays bridge it through a unix socket (path-based
+//! sockets work across network namespaces): TCP in the VM → unix socket → the server.
+
+#![allow(clippy::unwrap_used)]
+
+mod apiserver;
+mod common;
+mod externalnode_vm;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use common::{Netns, Sandbox, privileged, wait_for};
+use externalnode_vm::*;
+
+const TETHER: &str = env!("CARGO_BIN_EXE_tether");
+
+/// `tether run` in the VM namespace, optionally with a crash point; killed on drop.
+struct Daemon {
+    child: Option<Child>,
+}
+
+impl Daemon {
+    fn start(sb: &Sandbox, source: &[&str], crash_at: Option<&str>) -> Daemon {
+        let dir = sb.dir().to_str().unwrap().to_string();
+        let sock = format!("{dir}/tether.sock");
+        let config = sb.path("tether.yaml");
+        // The agent config's ExternalNode keys (Antrea's), read by the daemon.
+        std::fs::write(&config, CONFIG).unwrap();
+        let config = config.to_str().unwrap().to_string();
+        let mut argv = vec![TETHER, "run", "--config", &config];
+        argv.extend_from_slice(source);
+        argv.extend_from_slice(&[
+            "--ovs-rundir",
+            &dir,
+            "--bridge",
+            "br-int",
+            "--datapath-type",
+            "netdev",
+            "--node-name",
+            "vm1",
+            "--state-socket",
+            &sock,
+        ]);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(sb.path("tether.log"))
+            .unwrap();
+        let mut c = sb.ns().command(&argv);
+        c.env("RUST_LOG", "info")
+            .env_remove(tether::controller::externalnode::CRASH_ENV)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if let Some(p) = crash_at {
+            c.env(tether::controller::externalnode::CRASH_ENV, p);
+        }
+        Daemon {
+            child: Some(c.spawn().unwrap()),
+        }
+    }
+
+    /// Wait for the crash point to abort it (SIGABRT).
+    fn expect_abort(mut self, sb: &Sandbox, what: &str) {
+        let mut c = self.child.take().unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > end {
+                let _ = c.kill();
+                panic!(
+                    "{what}: tether did not reach its crash point\n{}",
+                    log_tail(sb)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(st.signal(), Some(6), "{what}: {st}\n{}", log_tail(sb));
+    }
+
+    /// SIGTERM; flows and ports stay (DESIGN §2), exit code 0.
+    fn stop(mut self) {
+        let mut c = self.child.take().unwrap();
+        common::run(std::process::Command::new("kill").args(["-TERM", &c.id().to_string()]));
+        assert!(c.wait().unwrap().success());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn log_tail(sb: &Sandbox) -> String {
+    let text = std::fs::read_to_string(sb.path("tether.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+const CONFIG: &str = "externalNode:
+  externalNodeNamespace: default
+  policyBypassRules:
+  - {direction: ingress, protocol: tcp, cidr: 203.0.113.0/24, port: 22}
+  - {direction: egress, protocol: icmp, cidr: \"2001:db8:2::/48\"}
+";
+
+const EN_YAML: &str = "apiVersion: crd.antrea.io/v1alpha1
+kind: ExternalNode
+metadata:
+  name: vm1
+  namespace: default
+spec:
+  interfaces:
+  - ips: [\"192.0.2.10\", \"2001:db8:1::10\"]
+";
+
+fn write_en(dir: &Path, yaml: Option<&str>) {
+    let f = dir.join("en.yaml");
+    match yaml {
+        Some(y) => {
+            // Write then rename, so the poller never reads half a file.
+            let tmp = dir.join(".en.yaml.tmp");
+            std::fs::write(&tmp, y).unwrap();
+            std::fs::rename(&tmp, &f).unwrap();
+        }
+        None => {
+            let _ = std::fs::remove_file(&f);
+        }
+    }
+}
+
+/// Attached as expected: ports with Antrea's external_ids, the pair flows on the current
+/// ofports, no step in flight.
+fn wait_attached(sb: &Sandbox, ips: &str, what: &str) {
+    // Polled while tether may still be rolling back or creating ports: every read may fail.
+    let try_ofport = |name: &str| -> Option<u32> {
+        sb.try_vsctl(&["get", "Interface", name, "ofport"])
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let try_ids = |port: &str| -> Option<serde_json::Value> {
+        let out = sb
+            .try_vsctl(&[
+                "--format=json",
+                "--columns=external_ids",
+                "list",
+                "Port",
+                port,
+            ])
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        Some(v["data"][0][0].clone())
+    };
+    wait_for(Duration::from_secs(15), what, || {
+        let (host, uplink) = (try_ofport("eth1")?, try_ofport("eth1~")?);
+        let ids = try_ids("eth1")?;
+        let ok = bridge_record(sb).is_none()
+            && ids == host_ids(sb, "eth1~", ips)
+            && en_flows(sb) == expected_en_flows(host, uplink);
+        ok.then_some(())
+    });
+}
+
+/// Given back: `eth1` equals its snapshot, nothing of ours on the bridge.
+fn wait_restored(sb: &Sandbox, before: &serde_json::Value, what: &str) {
+    wait_for(Duration::from_secs(15), what, || {
+        (sb.vsctl(&["list-ports", "br-int"]).trim().is_empty() && bridge_record(sb).is_none())
+            .then_some(())
+    });
+    assert_restored(sb.ns(), "eth1", before);
+}
+
+fn manifests_args(dir: &Path) -> Vec<String> {
+    vec!["--manifests".into(), dir.to_str().unwrap().into()]
+}
+
+#[test]
+fn daemon_from_manifests_with_kill9_at_every_step() {
+    if !privileged("daemon_from_manifests_with_kill9_at_every_step") {
+        return;
+    }
+    let (sb, peer) = setup();
+    let vm = sb.ns();
+    let before = snapshot(vm, "eth1");
+    let dir = sb.dir().join("manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_en(&dir, Some(EN_YAML));
+    let args = manifests_args(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    // Takeover from the manifests directory; traffic through OVS.
+    let d = Daemon::start(&sb, &args, None);
+    wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "takeover from manifests");
+    neutralise_uplink(vm, "eth1~", true);
+    assert_clean_ping(&peer, "192.0.2.10");
+    assert_clean_ping(&peer, "2001:db8:1::10");
+    tcp_transfer(vm, &peer, "2001:db8:1::10");
+    neutralise_uplink(vm, "eth1~", false);
+    // A restart of tether does not interrupt anything and changes nothing.
+    d.stop();
+    let d = Daemon::start(&sb, &args, None);
+    wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "restart while attached");
+    d.stop();
+
+    for (take, restore) in [
+        ("rename", "flows"),
+        ("ports", "ports"),
+        ("move", "rename"),
+        ("flows", "move"),
+    ] {
+        // From attached: delete the EN, crash in the restore, restart → restored exactly.
+        write_en(&dir, None);
+        Daemon::start(&sb, &args, Some(&format!("restore-{restore}")))
+            .expect_abort(&sb, &format!("restore-{restore}"));
+        let d = Daemon::start(&sb, &args, None);
+        wait_restored(&sb, &before, &format!("restart after restore-{restore}"));
+        assert_clean_ping(&peer, "192.0.2.10");
+        d.stop();
+
+        // From plain: the EN comes back, crash in the takeover, restart → attached.
+        write_en(&dir, Some(EN_YAML));
+        Daemon::start(&sb, &args, Some(&format!("takeover-{take}")))
+            .expect_abort(&sb, &format!("takeover-{take}"));
+        let d = Daemon::start(&sb, &args, None);
+        wait_attached(
+            &sb,
+            "192.0.2.10,2001:db8:1::10",
+            &format!("restart after takeover-{take}"),
+        );
+        let out = ping(&peer, "192.0.2.10");
+        assert!(out.contains("3 received"), "after takeover-{take}: {out}");
+        d.stop();
+    }
+
+    // Finally the delete, by a running daemon.
+    let d = Daemon::start(&sb, &args, None);
+    write_en(&dir, None);
+    wait_restored(&sb, &before, "delete from manifests");
+    d.stop();
+}
+
+/// A byte relay: `python3` copying both ways between each accepted connection and a new
+/// connection to `to`. `listen`/`to` are `tcp:<port>` (127.0.0.1) or `unix:<path>`.
+const RELAY: &str = "import socket,sys,threading
+def sock(spec):
+    kind,arg=spec.split(':',1)
+    if kind=='tcp':
+        return socket.socket(socket.AF_INET),('127.0.0.1',int(arg))
+    return socket.socket(socket.AF_UNIX),arg
+def pipe(a,b):
+    try:
+        while True:
+            d=a.recv(65536)
+            if not d: break
+            b.sendall(d)
+    except OSError: pass
+    for s in (a,b):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+ls,addr=sock(sys.argv[1])
+ls.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+ls.bind(addr)
+ls.listen(64)
+print('ready',flush=True)
+while True:
+    c,_=ls.accept()
+    u,to=sock(sys.argv[2])
+    try: u.connect(to)
+    except OSError:
+        c.close(); continue
+    threading.Thread(target=pipe,args=(c,u),daemon=True).start()
+    threading.Thread(target=pipe,args=(u,c),daemon=True).start()";
+
+struct Relay(Child);
+
+impl Relay {
+    fn start(ns: Option<&Netns>, listen: &str, to: &str) -> Relay {
+        let argv = [PY, "-c", RELAY, listen, to];
+        let mut c = match ns {
+            Some(ns) => ns.command(&argv),
+            None => {
+                let mut c = std::process::Command::new(PY);
+                c.args(&argv[1..]);
+                c
+            }
+        };
+        let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        Relay(child)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn en_json(ips: &[&str]) -> serde_json::Value {
+    json!({"apiVersion": "crd.antrea.io/v1alpha1", "kind": "ExternalNode",
+           "metadata": {"namespace": "default", "name": "vm1"},
+           "spec": {"interfaces": [{"ips": ips}]}})
+}
+
+#[test]
+fn daemon_from_the_api_server() {
+    if !privileged("daemon_from_the_api_server") {
+        return;
+    }
+    let (sb, peer) = setup();
+    let vm = sb.ns();
+    let before = snapshot(vm, "eth1");
+    let srv = apiserver::ApiServer::start(apiserver::Options::default());
+    let url = srv.url();
+    let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
+    let sock: PathBuf = sb.path("api.sock");
+    let _outer = Relay::start(
+        None,
+        &format!("unix:{}", sock.display()),
+        &format!("tcp:{port}"),
+    );
+    let _inner = Relay::start(Some(vm), "tcp:16443", &format!("unix:{}", sock.display()));
+    let kubeconfig = sb.path("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:16443'}\nusers:\n- name: node\n  user: {}\ncontexts:\n- name: vm\n  context: {cluster: c, user: node}\n",
+    )
+    .unwrap();
+    let args = ["--kubeconfig", kubeconfig.to_str().unwrap()];
+
+    let d = Daemon::start(&sb, &args, None);
+    srv.create(en_json(&["192.0.2.10", "2001:db8:1::10"]));
+    wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "takeover from the API");
+    neutralise_uplink(vm, "eth1~", true);
+    assert_clean_ping(&peer, "192.0.2.10");
+    assert_clean_ping(&peer, "2001:db8:1::10");
+
+    // An IP added on the VM and to the ExternalNode: external_ids follow.
+    vm.ip(&["addr", "add", "192.0.2.11/24", "dev", "eth1"]);
+    srv.update(en_json(&["192.0.2.10", "2001:db8:1::10", "192.0.2.11"]));
+    wait_attached(
+        &sb,
+        "192.0.2.10,192.0.2.11,2001:db8:1::10",
+        "external_ids follow the new IP",
+    );
+    vm.ip(&["addr", "del", "192.0.2.11/24", "dev", "eth1"]);
+
+    // kill -9 of tether while attached: traffic keeps flowing, the restart converges.
+    drop(d);
+    assert_clean_ping(&peer, "192.0.2.10");
+    srv.update(en_json(&["192.0.2.10", "2001:db8:1::10"]));
+    let d = Daemon::start(&sb, &args, None);
+    wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "restart after kill -9");
+
+    neutralise_uplink(vm, "eth1~", false);
+    srv.delete("externalnodes", "default/vm1");
+    wait_restored(&sb, &before, "delete from the API");
+    assert_clean_ping(&peer, "192.0.2.10");
+    assert_clean_ping(&peer, "2001:db8:1::10");
+    d.stop();
+}
