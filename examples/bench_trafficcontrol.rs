@@ -107,10 +107,9 @@ fn cold_start(sb: &common::Sandbox) {
     // restart, or targets made by the CNI/operator); port creation is measured separately.
     let mut specs: Vec<PortSpec> = (0..PODS).map(pod_port).collect();
     specs.extend((0..TARGETS).map(|t| {
-        PortSpec::new(&format!("tgt{t}"), PortKind::Internal { mac: None }).with_external_ids(BTreeMap::from([(
-            "antrea-type".to_string(),
-            "traffic-control".to_string(),
-        )]))
+        PortSpec::new(&format!("tgt{t}"), PortKind::Internal { mac: None }).with_external_ids(
+            BTreeMap::from([("antrea-type".to_string(), "traffic-control".to_string())]),
+        )
     }));
     br.create_ports(&specs, true).unwrap();
     let dir = sb.dir().join("manifests");
@@ -151,7 +150,10 @@ fn cold_start(sb: &common::Sandbox) {
         if mark_flows(sb, "br-int") == PODS {
             break t0.elapsed();
         }
-        assert!(t0.elapsed() < Duration::from_secs(300), "mark flows never complete");
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "mark flows never complete"
+        );
     };
     t.wait_log("first full sync done", Duration::from_secs(60));
     let rss = vm_hwm_mb(t.pid().unwrap());

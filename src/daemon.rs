@@ -4,7 +4,8 @@
 //!    (`Bridge.external_ids:roundNum` + 1).
 //! 2. OpenFlow (`OfFlows`: OF1.5 flows + OF1.0 no-flood) → the pipeline's base flows.
 //! 3. The Kubernetes source (API or manifests directory) feeding the stores.
-//! 4. Workers (4 for TrafficControls, sharing one queue with the L2 key) and the event
+//! 4. Workers (4, sharing one queue of TrafficControl, L2 and ExternalNode keys; the
+//!    ExternalNode first recovers whatever a crash interrupted) and the event
 //!    thread mapping source, OVSDB and OpenFlow events to queue keys.
 //! 5. After the first full sync: orphaned TC ports swept, the previous round's flows
 //!    deleted, the round persisted — so a restart never interrupts forwarding.
@@ -22,6 +23,7 @@ use crossbeam_channel::{Receiver, bounded, never, select, tick};
 
 use crate::config::{Config, Source as SourceKind};
 use crate::controller::bridge::{LiveBridge, OvsBridge};
+use crate::controller::externalnode::{EnConfig, EnController, parse_bypass_rules};
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
 use crate::controller::trafficcontrol::TcController;
@@ -47,12 +49,16 @@ const TC_WORKERS: usize = 4;
 pub enum Key {
     Tc(String),
     L2,
+    /// This node's ExternalNode.
+    En,
 }
 
 #[derive(Debug)]
 pub enum DaemonError {
     /// Stopped before start-up finished.
     Stopped,
+    /// An invalid configuration value found while starting (exit code 2), naming the key.
+    Config(String),
     Setup(String),
 }
 
@@ -61,6 +67,7 @@ impl std::fmt::Display for DaemonError {
         match self {
             DaemonError::Stopped => f.write_str("stopped during start-up"),
             DaemonError::Setup(m) => f.write_str(m),
+            DaemonError::Config(m) => write!(f, "config: {m}"),
         }
     }
 }
@@ -231,6 +238,26 @@ pub fn run(
         bridge.clone(),
         flows.clone(),
     ));
+    let bypass_rules = parse_bypass_rules(&cfg.policy_bypass_rules).map_err(DaemonError::Config)?;
+    let links = Arc::new(
+        crate::netlink::Rtnl::connect().map_err(|e| DaemonError::Setup(format!("netlink: {e}")))?,
+    );
+    let en = Arc::new(EnController::new(
+        EnConfig {
+            node_name: cfg.node_name.clone(),
+            namespace: cfg.external_node_namespace.clone(),
+            bypass_rules,
+            ovs_rundir: cfg.ovs_rundir.clone(),
+            datapath_type: cfg.datapath_type.clone(),
+        },
+        stores.clone(),
+        bridge.clone(),
+        flows.clone(),
+        links,
+    ));
+    if let Err(e) = en.recover() {
+        log::warn!("externalnode recovery failed (retried by the first sync): {e}");
+    }
     if let Err(e) = tc.restore_no_flood() {
         log::warn!("restoring no-flood on traffic-control ports failed: {e}");
     }
@@ -246,16 +273,17 @@ pub fn run(
         source: Some(source),
     };
     for i in 0..TC_WORKERS {
-        let (queue, tc, bridge, flows, initial) = (
+        let (queue, tc, en, bridge, flows, initial) = (
             queue.clone(),
             tc.clone(),
+            en.clone(),
             bridge.clone(),
             flows.clone(),
             initial.clone(),
         );
         let h = std::thread::Builder::new()
             .name(format!("tc-worker-{i}"))
-            .spawn(move || worker(&queue, &tc, bridge.as_ref(), flows.as_ref(), &initial))
+            .spawn(move || worker(&queue, &tc, &en, bridge.as_ref(), flows.as_ref(), &initial))
             .map_err(|e| DaemonError::Setup(format!("spawn worker: {e}")))?;
         running.threads.push(h);
     }
@@ -299,6 +327,10 @@ pub fn run(
                 // A restarted switch may renumber ports: re-read them and resync everything.
                 log::info!("openflow reconnected: resyncing every TrafficControl");
                 ifs = bridge.interfaces();
+                if let Err(e) = en.replay() {
+                    log::warn!("externalnode replay failed: {e}");
+                    queue.add(Key::En);
+                }
                 queue.add(Key::L2);
                 for k in stores.traffic_controls.keys() {
                     queue.add(Key::Tc(k));
@@ -311,6 +343,7 @@ pub fn run(
                         None => {
                             let mut keys: HashSet<Key> = stores.traffic_controls.keys().into_iter().map(Key::Tc).collect();
                             keys.insert(Key::L2);
+                            keys.insert(Key::En);
                             for k in &keys {
                                 queue.add(k.clone());
                             }
@@ -408,7 +441,10 @@ fn on_kube_event(
             Change::Deleted(t) => tc.keys_for_tc(Some(t), None),
             Change::Updated { old, new } => tc.keys_for_tc(Some(old), Some(new)),
         },
-        KubeEvent::ExternalNode(_) => Default::default(),
+        KubeEvent::ExternalNode(_) => {
+            queue.add(Key::En);
+            Default::default()
+        }
     };
     for k in keys {
         queue.add(Key::Tc(k));
@@ -418,6 +454,7 @@ fn on_kube_event(
 fn worker(
     queue: &WorkQueue<Key>,
     tc: &TcController,
+    en: &EnController,
     bridge: &dyn OvsBridge,
     flows: &dyn Flows,
     initial: &Mutex<Option<HashSet<Key>>>,
@@ -428,6 +465,13 @@ fn worker(
                 Ok(()) => Outcome::Success,
                 Err(e) => {
                     log::warn!("tc={name} sync failed (retrying with backoff): {e}");
+                    Outcome::Failure
+                }
+            },
+            Key::En => match en.sync() {
+                Ok(()) => Outcome::Success,
+                Err(e) => {
+                    log::warn!("externalnode sync failed (retrying with backoff): {e}");
                     Outcome::Failure
                 }
             },

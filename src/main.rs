@@ -85,6 +85,10 @@ fn run(args: &[String]) -> ExitCode {
         });
     match tether::daemon::run(cfg, stop_rx, || log::info!("ready")) {
         Ok(()) | Err(tether::daemon::DaemonError::Stopped) => ExitCode::SUCCESS,
+        Err(e @ tether::daemon::DaemonError::Config(_)) => {
+            log::error!("{e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             log::error!("{e}");
             ExitCode::from(1)
