@@ -76,6 +76,16 @@ fn vm_hwm_mb(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// utime + stime of a process, in seconds (USER_HZ = 100).
+fn cpu_seconds(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
 fn mark_flows(sb: &common::Sandbox, bridge: &str) -> usize {
     sb.ofctl(&[
         "-O",
@@ -100,6 +110,10 @@ fn cold_start(sb: &common::Sandbox) {
         .unwrap(),
     );
     let br = ovsdb::Bridge::ensure(client.clone(), "br-int", "netdev").unwrap();
+    // Bridges for the baselines, made now: later, every reconfiguration of a switch with
+    // 5,000 ports takes vswitchd seconds.
+    sb.add_bridge("br-base");
+    sb.add_bridge("br-flip");
     // The Pod ports and the TCs' 10 target ports, in one transaction: in OVS 3.1's
     // userspace datapath every later port added to a bridge of 5,000 ports costs vswitchd
     // 8-11 s of reconfiguration (measured here with `ovs-vsctl add-port`), which would
@@ -139,6 +153,7 @@ fn cold_start(sb: &common::Sandbox) {
         "--state-socket",
         &format!("{d}/t.sock"),
     ];
+    let vsw0 = cpu_seconds(sb.pid("ovs-vswitchd").unwrap());
     let t0 = Instant::now();
     let t = common::Tether::start(sb.ns(), &args, &sb.path("tether.log"));
     // Until every mark flow is on the switch (a TC whose target port OVS was slow to
@@ -157,10 +172,11 @@ fn cold_start(sb: &common::Sandbox) {
     };
     t.wait_log("first full sync done", Duration::from_secs(60));
     let rss = vm_hwm_mb(t.pid().unwrap());
+    let cpu = cpu_seconds(t.pid().unwrap());
+    let vsw = cpu_seconds(sb.pid("ovs-vswitchd").unwrap()) - vsw0;
     drop(t);
 
     // Baseline: the same mark flows (and the L2 flows) through ovs-ofctl on a fresh bridge.
-    sb.add_bridge("br-base");
     let mut text = String::new();
     for i in 0..PODS {
         text.push_str(&format!("cookie=0x1010000000001,table=3,priority=200,in_port={},actions=set_field:{}->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\n", i + 1, 6000 + i % TARGETS));
@@ -185,6 +201,11 @@ fn cold_start(sb: &common::Sandbox) {
         took.as_secs_f64() / base.as_secs_f64()
     );
     println!("bench tc_peak_rss_{TCS}tc_{PODS}pods: tether={rss:.1}MB");
+    // CPU spent during the cold start: tether's, and ovs-vswitchd's serving it.
+    println!(
+        "bench tc_cold_start_cpu: tether={cpu:.2}s baseline={vsw:.2}s ratio={:.2}",
+        cpu / vsw
+    );
 }
 
 fn stores_at_scale(tcs: usize) -> Stores {
@@ -252,7 +273,6 @@ fn label_flips(sb: &common::Sandbox) {
     // Baseline: shelling out one bundle with the two flows a flip changes.
     let f = sb.path("flip.flows");
     std::fs::write(&f, "cookie=0x1,table=3,priority=200,in_port=1,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\ncookie=0x1,table=3,priority=200,in_port=2,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\n").unwrap();
-    sb.add_bridge("br-flip");
     let mut base = Vec::new();
     for _ in 0..50 {
         let t = Instant::now();

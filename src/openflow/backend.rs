@@ -228,6 +228,12 @@ impl Flows for OfFlows {
 
     fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         let mut st = self.shared.lock();
+        // Already set on this connection (a replay re-applies the whole set after a
+        // reconnect): every PORT_MOD makes vswitchd re-examine the port, which at 5,000
+        // ports costs it far more than the flows do. Clearing is always sent.
+        if on && st.no_flood.contains(&ofport) {
+            return Ok(());
+        }
         match self.shared.port_mod_no_flood(ofport, on) {
             Ok(()) => {}
             // Clearing the bit of a port that is gone: nothing left to clear or replay.
