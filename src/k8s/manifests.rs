@@ -151,6 +151,9 @@ struct Stamp {
     created: String,
 }
 
+/// What one scan found: the desired objects per kind and the errors.
+pub type Scan = (BTreeMap<Kind, Vec<Value>>, Vec<String>);
+
 /// Scanner state across polls.
 #[derive(Debug, Default)]
 pub struct Scanner {
@@ -171,7 +174,7 @@ impl Scanner {
         &mut self,
         cfg: &ManifestsConfig,
         now: SystemTime,
-    ) -> Option<(BTreeMap<Kind, Vec<Value>>, Vec<String>)> {
+    ) -> Option<Scan> {
         let mut errors = Vec::new();
         let mut seen = BTreeMap::new();
         match std::fs::read_dir(&cfg.dir) {
