@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use common::{Netns, Sandbox, privileged, wait_for};
+use common::relay::Relay;
+use common::{Sandbox, privileged, wait_for};
 use externalnode_vm::*;
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
@@ -258,67 +259,6 @@ fn daemon_from_manifests_with_kill9_at_every_step() {
     write_en(&dir, None);
     wait_restored(&sb, &before, "delete from manifests");
     d.stop();
-}
-
-/// A byte relay: `python3` copying both ways between each accepted connection and a new
-/// connection to `to`. `listen`/`to` are `tcp:<port>` (127.0.0.1) or `unix:<path>`.
-const RELAY: &str = "import socket,sys,threading
-def sock(spec):
-    kind,arg=spec.split(':',1)
-    if kind=='tcp':
-        return socket.socket(socket.AF_INET),('127.0.0.1',int(arg))
-    return socket.socket(socket.AF_UNIX),arg
-def pipe(a,b):
-    try:
-        while True:
-            d=a.recv(65536)
-            if not d: break
-            b.sendall(d)
-    except OSError: pass
-    for s in (a,b):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-ls,addr=sock(sys.argv[1])
-ls.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
-ls.bind(addr)
-ls.listen(64)
-print('ready',flush=True)
-while True:
-    c,_=ls.accept()
-    u,to=sock(sys.argv[2])
-    try: u.connect(to)
-    except OSError:
-        c.close(); continue
-    threading.Thread(target=pipe,args=(c,u),daemon=True).start()
-    threading.Thread(target=pipe,args=(u,c),daemon=True).start()";
-
-struct Relay(Child);
-
-impl Relay {
-    fn start(ns: Option<&Netns>, listen: &str, to: &str) -> Relay {
-        let argv = [PY, "-c", RELAY, listen, to];
-        let mut c = match ns {
-            Some(ns) => ns.command(&argv),
-            None => {
-                let mut c = std::process::Command::new(PY);
-                c.args(&argv[1..]);
-                c
-            }
-        };
-        let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-        Relay(child)
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn en_json(ips: &[&str]) -> serde_json::Value {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod apiserver;
 mod common;
 mod e2e;
 
@@ -472,4 +473,91 @@ fn tether_restart_loses_no_packet_and_duplicates_no_port() {
         "2"
     );
     drop(t2);
+}
+
+/// The same objects through the test API server (bearer token, list + chunked watch), not
+/// the manifests dir: a TC created, updated and deleted over the API drives the flows.
+#[test]
+fn mirror_from_the_api_server() {
+    if !privileged("mirror_from_the_api_server") {
+        return;
+    }
+    let mut bed = Bed::new();
+    bed.add_pod("pa", 1);
+    bed.add_pod("pb", 2);
+    let coll = bed.add_collector(&["coll0"]);
+    let srv = apiserver::ApiServer::start(apiserver::Options {
+        tokens: vec!["s3cret-node-token".into()],
+        require_auth: true,
+        ..Default::default()
+    });
+    let port = srv
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let sock = bed.sb.path("api.sock");
+    let _outer = common::relay::Relay::start(
+        None,
+        &format!("unix:{}", sock.display()),
+        &format!("tcp:{port}"),
+    );
+    let _inner = common::relay::Relay::start(
+        Some(bed.sb.ns()),
+        "tcp:16443",
+        &format!("unix:{}", sock.display()),
+    );
+    let kubeconfig = bed.sb.path("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:16443'}\nusers:\n- name: node\n  user: {token: s3cret-node-token}\ncontexts:\n- name: vm\n  context: {cluster: c, user: node}\n",
+    )
+    .unwrap();
+    srv.create(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}}),
+    );
+    for (name, app) in [("pa", "web"), ("pb", "db")] {
+        srv.create(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns1", "labels": {"app": app}},
+            "spec": {"nodeName": "vm1"}}));
+    }
+    let tc = |direction: &str| {
+        serde_json::json!({"apiVersion": "crd.antrea.io/v1alpha2", "kind": "TrafficControl",
+            "metadata": {"name": "api-mirror"},
+            "spec": {"appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}},
+                     "direction": direction, "action": "Mirror",
+                     "targetPort": {"device": {"name": "coll0"}}}})
+    };
+    let mut args = bed.tether_args();
+    let m = args.iter().position(|a| a == "--manifests").unwrap();
+    args[m] = "--kubeconfig".into();
+    args[m + 1] = kubeconfig.to_str().unwrap().into();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Tether::start(bed.sb.ns(), &args, &bed.sb.path("tether.log"));
+    srv.create(tc("Egress"));
+    let pa = bed.ofport("veth-pa");
+    bed.wait_flows("egress mark flow from the API", |f| {
+        f.len() == 1 && f[0].contains(&format!("in_port={pa} "))
+    });
+    let req = Capture::start(
+        &coll,
+        "eth0",
+        "icmp[icmptype] == icmp-echo and src 203.0.113.1",
+        bed.sb.path("req.txt"),
+    );
+    assert_eq!(bed.ping(0, 1, 4), 4);
+    assert_eq!(req.count(), 4, "mirrored requests");
+    srv.update(tc("Both"));
+    bed.wait_flows("both directions after the update", |f| f.len() == 2);
+    srv.delete("trafficcontrols", "api-mirror");
+    bed.wait_flows("flows gone after the delete", |f| f.is_empty());
+    common::wait_for(Duration::from_secs(10), "target port released", || {
+        (port_names(&bed) == vec!["veth-pa", "veth-pb"]).then_some(())
+    });
+    assert!(
+        !t.log().contains("s3cret-node-token"),
+        "the token never reaches the log"
+    );
 }

@@ -170,11 +170,7 @@ impl Scanner {
     /// Like [`Scanner::scan`], but `None` when no file was added, removed or changed since
     /// the last scan: an idle poll then costs a directory read and a byte comparison, not
     /// a decode and store diff of every object (at 5,000 Pods that is most of a core).
-    pub fn scan_if_changed(
-        &mut self,
-        cfg: &ManifestsConfig,
-        now: SystemTime,
-    ) -> Option<Scan> {
+    pub fn scan_if_changed(&mut self, cfg: &ManifestsConfig, now: SystemTime) -> Option<Scan> {
         let mut errors = Vec::new();
         let mut seen = BTreeMap::new();
         match std::fs::read_dir(&cfg.dir) {

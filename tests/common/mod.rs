@@ -16,6 +16,7 @@
 pub mod netns;
 pub mod ovs;
 pub mod privilege;
+pub mod relay;
 pub mod tether;
 
 // Each test crate uses a different subset of these.
