@@ -208,12 +208,13 @@ fn cold_start(sb: &common::Sandbox) {
     );
 }
 
-fn stores_at_scale(tcs: usize) -> Stores {
+/// 5,000 Pods labelled `app=a<i % groups>` and `tcs` TCs, TC j selecting `app=a<j>`.
+fn stores_at_scale(tcs: usize, groups: usize) -> Stores {
     let s = Stores::default();
     s.namespaces
         .apply(decode::<Namespace>(json!({"metadata": {"name": "bench"}})));
     for i in 0..PODS {
-        s.pods.apply(decode::<Pod>(pod_json(i, i % TCS)));
+        s.pods.apply(decode::<Pod>(pod_json(i, i % groups)));
     }
     for j in 0..tcs {
         s.traffic_controls
@@ -252,7 +253,7 @@ fn label_flips(sb: &common::Sandbox) {
     let of =
         Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
-    let stores = stores_at_scale(TCS);
+    let stores = stores_at_scale(TCS, TCS);
     let c = TcController::new(stores.clone(), Arc::new(LiveBridge::new(br)), of.clone());
     for tc in stores.traffic_controls.keys() {
         c.sync(&tc).unwrap();
@@ -346,8 +347,12 @@ impl Flows for NullFlows {
     }
 }
 
+/// Mean cost of one Pod label event. The Pods only ever carry labels 0..100, so every
+/// event touches exactly two TCs at either scale; the other 9,900 TCs select nothing here
+/// and must cost nothing.
 fn event_cost(tcs: usize) -> f64 {
-    let stores = stores_at_scale(tcs);
+    const GROUPS: usize = 100;
+    let stores = stores_at_scale(tcs, GROUPS);
     let ports: Vec<PortData> = (0..PODS)
         .map(|i| {
             let s = pod_port(i);
@@ -375,7 +380,7 @@ fn event_cost(tcs: usize) -> f64 {
     let t = Instant::now();
     for k in 0..n {
         let i = (k * 13) % PODS;
-        flip(&stores, &c, i, (i % TCS + 1 + k % 2) % TCS);
+        flip(&stores, &c, i, (i % GROUPS + 1 + k % 2) % GROUPS);
     }
     t.elapsed().as_secs_f64() * 1e3 / n as f64
 }
@@ -385,10 +390,12 @@ fn main() {
         common::privileged("bench_trafficcontrol"),
         "bench_trafficcontrol needs root"
     );
-    let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
-    cold_start(&sb);
-    label_flips(&sb);
-    drop(sb);
+    // `TC_BENCH=event` runs only the in-memory part (for profiling).
+    if std::env::var("TC_BENCH").as_deref() != Ok("event") {
+        let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
+        cold_start(&sb);
+        label_flips(&sb);
+    }
     let small = event_cost(100);
     let large = event_cost(10_000);
     println!(

@@ -54,7 +54,10 @@ impl Relay {
                 c
             }
         };
-        let mut child = c.stdout(Stdio::piped()).spawn().expect("spawn python3 relay");
+        let mut child = c
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3 relay");
         let mut out = std::io::BufReader::new(child.stdout.take().expect("relay stdout"));
         let mut line = String::new();
         std::io::BufRead::read_line(&mut out, &mut line).expect("relay ready line");
