@@ -558,6 +558,7 @@ fn falls_back_to_monitor_and_answers_echo() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("db.sock");
     let listener = UnixListener::bind(&path).unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         // An old server: monitor_cond is an unknown method.
@@ -579,11 +580,15 @@ fn falls_back_to_monitor_and_answers_echo() {
         s.write_all(format!("{initial}\n{echo}").as_bytes())
             .unwrap();
         let reply = read_msg(&mut s);
+        // Keep the connection open until the client has been seen connected: a close
+        // right away could beat the waiting test thread to the "connected" state.
+        let _ = done_rx.recv();
         let _ = std::fs::remove_dir_all(&dir);
         reply
     });
     let c = Client::connect(Remote::Unix(path), ClientOptions::default(), T).unwrap();
     assert!(c.with_replica(|r| r.by_name("Port", "p1").is_some()));
+    done_tx.send(()).unwrap();
     assert_eq!(
         server.join().unwrap(),
         json!({"id": "echo", "result": ["x"], "error": null})

@@ -151,6 +151,16 @@ impl Sandbox {
         wait_for(Duration::from_secs(5), &format!("{daemon} to die"), || {
             (!pid_alive(pid)).then_some(())
         });
+        // A detached daemon is reaped by pid 1 a little later; until then the new one
+        // may find the old pid "running" (kill -0 succeeds on zombies). Wait for the
+        // reaping (bounded), and drop the stale pid file either way.
+        for _ in 0..250 {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(self.path(&format!("{daemon}.pid")));
     }
 
     pub fn vsctl(&self, args: &[&str]) -> String {
