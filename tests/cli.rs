@@ -163,3 +163,43 @@ fn status_without_a_daemon_exits_1() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The shipped sample config and example CRs are valid: the config parses with its bypass
+/// rule, and each example decodes as the kind it claims with no validation error.
+#[test]
+fn shipped_config_and_examples_are_valid() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/deploy/tether.yaml")).unwrap();
+    let cfg = tether::config::parse_run(
+        &["--config".into(), "deploy/tether.yaml".into()],
+        &|_| Ok(text.clone()),
+        &|_| None,
+        &|| Some("vm1".into()),
+    )
+    .unwrap();
+    assert_eq!(cfg.warnings, Vec::<String>::new());
+    assert_eq!(cfg.external_node_namespace, "vm-ns");
+    assert_eq!(
+        cfg.source,
+        tether::config::Source::Kubeconfig("/etc/tether/kubeconfig".into())
+    );
+    assert_eq!(
+        tether::pipeline::externalnode::parse_bypass_rules(&cfg.policy_bypass_rules)
+            .unwrap()
+            .len(),
+        1
+    );
+    for (file, kind, key) in [
+        ("externalnode.yaml", "ExternalNode", "vm-ns/vm1"),
+        ("trafficcontrol-mirror.yaml", "TrafficControl", "mirror-web"),
+        ("trafficcontrol-redirect.yaml", "TrafficControl", "redirect-web"),
+    ] {
+        let path = format!("{root}/deploy/examples/{file}");
+        let p = tether::k8s::manifests::parse_file(file, &std::fs::read_to_string(&path).unwrap())
+            .unwrap();
+        assert_eq!(p.errors, Vec::<String>::new(), "{file}");
+        assert_eq!(p.objects.len(), 1, "{file}");
+        assert_eq!(p.objects[0].kind.name(), kind, "{file}");
+        assert_eq!(p.objects[0].key, key, "{file}");
+    }
+}
