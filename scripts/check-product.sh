@@ -5,7 +5,8 @@
 #  2. offline build: scripts/vendor.sh's tarball, unpacked, builds the static musl binary
 #     with an empty CARGO_HOME, --offline --locked, inside `unshare -n` (no network);
 #  3. that binary is statically linked, runs `tether version` with an empty environment,
-#     and its size is printed (goal ≤ 8 MB).
+#     and its size is printed (goal ≤ 8 MB);
+#  4. scripts/demo.sh (with the debug binary) shows what it should and cleans up.
 # Installs what a fresh machine lacks (systemd for systemd-analyze, musl-tools, the Rust
 # musl target) before the network is cut.
 set -euo pipefail
@@ -60,3 +61,20 @@ out=$(env -i "$bin" version)
 }
 size=$(stat -c %s "$bin")
 echo "static binary: $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1048576 }') MB, goal 8 MB): $out" >&2
+
+echo "== demo (README's first command)" >&2
+log=$(mktemp)
+if ! TETHER_BIN=target/debug/tether DEMO_PAUSE=0 ./scripts/demo.sh </dev/null >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "FAIL: scripts/demo.sh" >&2
+  exit 1
+fi
+# The takeover keeps the VM reachable without duplicates; the collector saw all 6 packets.
+if grep -q "DUP!" "$log" || ! grep -q "→ 6 mirrored packets" "$log" ||
+  [[ $(grep -c " 0% packet loss" "$log") -ne 4 ]] || ! grep -q "^attached  eth1 " "$log"; then
+  cat "$log" >&2
+  echo "FAIL: the demo's output is not what it should show" >&2
+  exit 1
+fi
+rm -f "$log"
+echo "demo: takeover ping, 6 mirrored packets, status shown, cleaned up" >&2

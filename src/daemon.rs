@@ -370,8 +370,11 @@ pub fn run(
                 }
                 ifs = now;
             },
-            recv(reconnects) -> _ => {
-                metrics.openflow_reconnects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            recv(reconnects) -> generation => {
+                // Generation 1 is the first connection, not a reconnect.
+                if generation.is_ok_and(|g| g > 1) {
+                    metrics.openflow_reconnects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 // A restarted switch may renumber ports: re-read them and resync everything.
                 log::info!("openflow reconnected: resyncing every TrafficControl");
                 ifs = bridge.interfaces();
