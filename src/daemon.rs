@@ -335,7 +335,9 @@ pub fn run(
     let mut ifs = bridge.interfaces();
     let mut synced: HashSet<Kind> = HashSet::new();
     let mut ready = Some(ready);
-    let ticker = tick(Duration::from_millis(200));
+    // Short: READY waits for this tick twice (all lists in → queue the first sync → all
+    // synced), and it stops ticking once ready.
+    let ticker = tick(Duration::from_millis(20));
     // systemd's watchdog (WatchdogSec=): pinged from this loop, so a stuck loop is noticed.
     let watchdog = notify::watchdog_from_env().map_or_else(never, tick);
     loop {
