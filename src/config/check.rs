@@ -285,11 +285,12 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
     };
     match client.get("/version", &[]) {
         Ok(_) => out.push(ok("api", format!("{} answers /version", client.server()))),
-        Err(KubeError::Unauthorized { .. } | KubeError::Forbidden { .. }) => {
-            // /version may be closed to anonymous users; the RBAC checks below tell more.
-            out.push(ok("api", format!("{} reachable", client.server())));
-        }
-        Err(e) => {
+        Err(
+            e @ (KubeError::Transport { .. }
+            | KubeError::Tls { .. }
+            | KubeError::Config { .. }
+            | KubeError::Shutdown),
+        ) => {
             out.push(bad(
                 Level::Fail,
                 "api",
@@ -298,6 +299,12 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
             ));
             return;
         }
+        // Any HTTP answer means reachable; /version may be closed to this user, and the
+        // RBAC checks below say what matters.
+        Err(e) => out.push(ok(
+            "api",
+            format!("{} reachable (/version: {e})", client.server()),
+        )),
     }
     let scope = k8s::SourceConfig {
         node_name: cfg.node_name.clone(),
