@@ -192,7 +192,11 @@ fn shipped_config_and_examples_are_valid() {
     for (file, kind, key) in [
         ("externalnode.yaml", "ExternalNode", "vm-ns/vm1"),
         ("trafficcontrol-mirror.yaml", "TrafficControl", "mirror-web"),
-        ("trafficcontrol-redirect.yaml", "TrafficControl", "redirect-web"),
+        (
+            "trafficcontrol-redirect.yaml",
+            "TrafficControl",
+            "redirect-web",
+        ),
     ] {
         let path = format!("{root}/deploy/examples/{file}");
         let p = tether::k8s::manifests::parse_file(file, &std::fs::read_to_string(&path).unwrap())
@@ -201,5 +205,67 @@ fn shipped_config_and_examples_are_valid() {
         assert_eq!(p.objects.len(), 1, "{file}");
         assert_eq!(p.objects[0].kind.name(), kind, "{file}");
         assert_eq!(p.objects[0].key, key, "{file}");
+    }
+}
+
+/// `tether run` while OVS is absent: it retries, logging; SIGTERM during start-up is a
+/// clean stop (exit 0). Under systemd (`JOURNAL_STREAM`) lines carry `<N>` priorities and
+/// nothing else in front; otherwise `LEVEL target: message`.
+#[test]
+fn run_logs_for_journald_and_stops_on_sigterm_during_startup() {
+    for journald in [true, false] {
+        let d = tmp(&format!("journal-{journald}"));
+        let log = d.join("log");
+        let mut c = Command::new(TETHER);
+        c.args([
+            "run",
+            "--ovs-rundir",
+            d.join("no-ovs").to_str().unwrap(),
+            "--manifests",
+            d.to_str().unwrap(),
+            "--state-socket",
+            d.join("tether.sock").to_str().unwrap(),
+            "--node-name",
+            "vm1",
+        ])
+        .env("RUST_LOG", "info")
+        .env_remove("NOTIFY_SOCKET")
+        .stderr(std::fs::File::create(&log).unwrap());
+        if journald {
+            c.env("JOURNAL_STREAM", "8:1234");
+        } else {
+            c.env_remove("JOURNAL_STREAM");
+        }
+        let mut child = c.spawn().unwrap();
+        let want = if journald {
+            format!(
+                "<4>connecting to ovsdb at {}/db.sock failed (retrying every 1s): ",
+                d.join("no-ovs").display()
+            )
+        } else {
+            format!(
+                "WARN  tether::daemon: connecting to ovsdb at {}/db.sock failed (retrying every 1s): ",
+                d.join("no-ovs").display()
+            )
+        };
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with(&want))
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "{want:?} never logged:\n{}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -88,6 +88,8 @@ fn run_notify_status_check_and_sigterm() {
         .ns()
         .command(&argv)
         .env("NOTIFY_SOCKET", &notify_path)
+        // WatchdogSec=0.2s: a WATCHDOG=1 every 100 ms from the event loop.
+        .env("WATCHDOG_USEC", "200000")
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
@@ -98,10 +100,19 @@ fn run_notify_status_check_and_sigterm() {
     let logtext = || std::fs::read_to_string(bed.sb.path("tether.log")).unwrap_or_default();
 
     let mut buf = [0u8; 512];
-    let n = notify
-        .recv(&mut buf)
-        .unwrap_or_else(|e| panic!("no READY: {e}\n{}", logtext()));
-    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    let mut recv = || {
+        let n = notify
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("no notification: {e}\n{}", logtext()));
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    // Watchdog pings may come first; READY comes once.
+    let ready = loop {
+        let m = recv();
+        if m != "WATCHDOG=1\n" {
+            break m;
+        }
+    };
     assert!(
         ready.starts_with("READY=1\nSTATUS=ready: 1 TrafficControls, ")
             && ready.ends_with(" flows, ExternalNode waiting\n"),
@@ -221,8 +232,16 @@ fn run_notify_status_check_and_sigterm() {
     // SIGTERM: exit 0, STOPPING=1, socket gone, flows stay.
     let mut c = guard.0.take().unwrap();
     common::run(Command::new("kill").args(["-TERM", &c.id().to_string()]));
-    let n = notify.recv(&mut buf).unwrap();
-    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    let mut pings = 0;
+    let stopping = loop {
+        let m = recv();
+        if m != "WATCHDOG=1\n" {
+            break m;
+        }
+        pings += 1;
+    };
+    assert_eq!(stopping, "STOPPING=1\n");
+    assert!(pings > 0, "no WATCHDOG=1 while running");
     assert_eq!(c.wait().unwrap().code(), Some(0), "{}", logtext());
     assert!(!sock.exists());
     assert_eq!(bed.tc_flows().len(), installed, "flows left in place");
