@@ -202,6 +202,13 @@ impl std::fmt::Display for StatusError {
             StatusError::Bind(p, e) => {
                 write!(f, "state socket {}: cannot listen: {e}", p.display())
             }
+            StatusError::Connect(p, e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                write!(
+                    f,
+                    "state socket {}: {e} (it is root-only, mode 0600: use sudo)",
+                    p.display()
+                )
+            }
             StatusError::Connect(p, e) => write!(
                 f,
                 "state socket {}: {e} (is `tether run` running with this --state-socket?)",
