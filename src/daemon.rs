@@ -92,6 +92,8 @@ fn retry<T, E: std::fmt::Display>(
             Err(e) => {
                 if n.is_multiple_of(10) {
                     log::warn!("{what} failed (retrying every {every:?}): {e}");
+                    // What `systemctl status tether` shows while start-up is stuck.
+                    notify::notify_or_log(&[("STATUS", &format!("{what}: {e}"))]);
                 }
                 n += 1;
             }

@@ -208,8 +208,8 @@ fn shipped_config_and_examples_are_valid() {
     }
 }
 
-/// `tether run` while OVS is absent: it retries, logging; SIGTERM during start-up is a
-/// clean stop (exit 0). Under systemd (`JOURNAL_STREAM`) lines carry `<N>` priorities and
+/// `tether run` while OVS is absent: it retries, logging and telling systemd (`STATUS=`);
+/// SIGTERM during start-up is a clean stop (exit 0). Under systemd (`JOURNAL_STREAM`) lines carry `<N>` priorities and
 /// nothing else in front; otherwise `LEVEL target: message`.
 #[test]
 fn run_logs_for_journald_and_stops_on_sigterm_during_startup() {
@@ -229,14 +229,30 @@ fn run_logs_for_journald_and_stops_on_sigterm_during_startup() {
             "vm1",
         ])
         .env("RUST_LOG", "info")
-        .env_remove("NOTIFY_SOCKET")
         .stderr(std::fs::File::create(&log).unwrap());
         if journald {
             c.env("JOURNAL_STREAM", "8:1234");
         } else {
             c.env_remove("JOURNAL_STREAM");
         }
+        // Start-up stuck on OVS is also what systemd shows (STATUS=).
+        let notify_path = d.join("notify");
+        let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+        notify
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        c.env("NOTIFY_SOCKET", &notify_path);
         let mut child = c.spawn().unwrap();
+        let mut buf = [0u8; 512];
+        let n = notify.recv(&mut buf).unwrap();
+        let status = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(
+            status.starts_with(&format!(
+                "STATUS=connecting to ovsdb at {}/db.sock: ",
+                d.join("no-ovs").display()
+            )),
+            "{status:?}"
+        );
         let want = if journald {
             format!(
                 "<4>connecting to ovsdb at {}/db.sock failed (retrying every 1s): ",
