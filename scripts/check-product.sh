@@ -20,6 +20,7 @@ apt_install() {
 
 echo "== systemd unit" >&2
 command -v systemd-analyze >/dev/null || apt_install systemd
+command -v file >/dev/null || apt_install file
 unitdir=$(mktemp -d)
 trap 'rm -rf "$unitdir"' EXIT
 cargo build --locked --bin tether >&2
