@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the project's test command (README, .ci/run). Run as root: the privileged tiers
 # start real Open vSwitch daemons in network namespaces of their own.
-#   sudo ./scripts/test.sh            everything: fmt, clippy, all test tiers
+#   sudo ./scripts/test.sh            everything: fmt, clippy, product checks, all test tiers
 #   TETHER_SKIP_PRIVILEGED=1 ./scripts/test.sh   unit tier only (privileged tests say SKIPPED)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +15,9 @@ echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
 echo "== cargo clippy" >&2
 cargo clippy --all-targets --locked -- -D warnings
+if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
+  # systemd unit verify + exposure, offline build from the vendored tarball, static binary.
+  ./scripts/check-product.sh
+fi
 echo "== cargo test" >&2
 cargo test --locked

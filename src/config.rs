@@ -4,6 +4,8 @@
 //! `externalNode.externalNodeNamespace` and `externalNode.policyBypassRules`. Unknown keys
 //! warn; an invalid value refuses to start, naming the key. Pure: strings in, `Config` out.
 
+pub mod check;
+
 use std::path::PathBuf;
 
 use serde_json::Value;

@@ -31,6 +31,9 @@ use crate::k8s::{self, Event as KubeEvent, Kind, Source, SourceConfig, Stores};
 use crate::openflow::{Category, Flows, OfFlows, OfFlowsConfig, Owner};
 use crate::ovsdb::{self, Client, ClientOptions, Remote};
 use crate::pipeline;
+use crate::status::probe::{CountingFlows, Probe};
+use crate::status::{Metrics, WatchTracker};
+use crate::{notify, status};
 
 /// Flow owners of the pipeline itself.
 const BASE_OWNER: Owner = Owner {
@@ -89,6 +92,8 @@ fn retry<T, E: std::fmt::Display>(
             Err(e) => {
                 if n.is_multiple_of(10) {
                     log::warn!("{what} failed (retrying every {every:?}): {e}");
+                    // What `systemctl status tether` shows while start-up is stuck.
+                    notify::notify_or_log(&[("STATUS", &format!("{what}: {e}"))]);
                 }
                 n += 1;
             }
@@ -104,7 +109,8 @@ fn retry<T, E: std::fmt::Display>(
 struct Running {
     threads: Vec<JoinHandle<()>>,
     queue: Arc<WorkQueue<Key>>,
-    source: Option<Source>,
+    source: Option<Arc<Source>>,
+    status: Option<status::Server>,
 }
 
 fn start_source(
@@ -232,7 +238,11 @@ pub fn run(
     let (ev_tx, ev_rx) = bounded(4096);
     let source = start_source(&cfg, &stores, ev_tx)?;
     let bridge: Arc<dyn OvsBridge> = Arc::new(LiveBridge::new(bridge));
-    let flows: Arc<dyn Flows> = of.clone();
+    let metrics = Arc::new(Metrics::default());
+    let flows: Arc<dyn Flows> = Arc::new(CountingFlows {
+        inner: of.clone(),
+        metrics: metrics.clone(),
+    });
     let tc = Arc::new(TcController::new(
         stores.clone(),
         bridge.clone(),
@@ -267,23 +277,56 @@ pub fn run(
     ));
     // Keys still owed their first sync attempt; READY waits for them.
     let initial: Arc<Mutex<Option<HashSet<Key>>>> = Arc::new(Mutex::new(None));
+    let source = Arc::new(source);
+    let watches = Arc::new(WatchTracker::default());
+    let probe = Arc::new(Probe {
+        node: cfg.node_name.clone(),
+        bridge: cfg.bridge.clone(),
+        round: round.into(),
+        started: std::time::Instant::now(),
+        ready: false.into(),
+        ovsdb: client.clone(),
+        ovsdb_socket: db.display().to_string(),
+        openflow: of.clone(),
+        openflow_socket: mgmt.display().to_string(),
+        queue: queue.clone(),
+        source: source.clone(),
+        tc: tc.clone(),
+        en: en.clone(),
+        metrics: metrics.clone(),
+        watches: watches.clone(),
+    });
+    let status_server = status::Server::start(&cfg.state_socket, probe.clone().handler())
+        .map_err(|e| DaemonError::Setup(e.to_string()))?;
     let mut running = Running {
         threads: Vec::new(),
         queue: queue.clone(),
-        source: Some(source),
+        source: Some(source.clone()),
+        status: Some(status_server),
     };
     for i in 0..TC_WORKERS {
-        let (queue, tc, en, bridge, flows, initial) = (
+        let (queue, tc, en, bridge, flows, initial, metrics) = (
             queue.clone(),
             tc.clone(),
             en.clone(),
             bridge.clone(),
             flows.clone(),
             initial.clone(),
+            metrics.clone(),
         );
         let h = std::thread::Builder::new()
             .name(format!("tc-worker-{i}"))
-            .spawn(move || worker(&queue, &tc, &en, bridge.as_ref(), flows.as_ref(), &initial))
+            .spawn(move || {
+                worker(
+                    &queue,
+                    &tc,
+                    &en,
+                    bridge.as_ref(),
+                    flows.as_ref(),
+                    &initial,
+                    &metrics,
+                );
+            })
             .map_err(|e| DaemonError::Setup(format!("spawn worker: {e}")))?;
         running.threads.push(h);
     }
@@ -294,7 +337,11 @@ pub fn run(
     let mut ifs = bridge.interfaces();
     let mut synced: HashSet<Kind> = HashSet::new();
     let mut ready = Some(ready);
-    let ticker = tick(Duration::from_millis(200));
+    // Short: READY waits for this tick twice (all lists in → queue the first sync → all
+    // synced), and it stops ticking once ready.
+    let ticker = tick(Duration::from_millis(20));
+    // systemd's watchdog (WatchdogSec=): pinged from this loop, so a stuck loop is noticed.
+    let watchdog = notify::watchdog_from_env().map_or_else(never, tick);
     loop {
         // The ticker only matters until the first full sync; then the loop sleeps on events.
         let t = if ready.is_some() {
@@ -304,8 +351,12 @@ pub fn run(
         };
         select! {
             recv(stop) -> _ => break,
+            recv(watchdog) -> _ => notify::notify_or_log(&[("WATCHDOG", "1")]),
             recv(ev_rx) -> ev => match ev {
-                Ok(ev) => on_kube_event(ev, &tc, &queue, &mut synced),
+                Ok(ev) => {
+                    status::probe::observe(&watches, &ev, std::time::Instant::now());
+                    on_kube_event(ev, &tc, &queue, &mut synced);
+                }
                 Err(_) => {
                     log::error!("the kubernetes source stopped");
                     break;
@@ -323,7 +374,11 @@ pub fn run(
                 }
                 ifs = now;
             },
-            recv(reconnects) -> _ => {
+            recv(reconnects) -> generation => {
+                // Generation 1 is the first connection, not a reconnect.
+                if generation.is_ok_and(|g| g > 1) {
+                    metrics.openflow_reconnects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 // A restarted switch may renumber ports: re-read them and resync everything.
                 log::info!("openflow reconnected: resyncing every TrafficControl");
                 ifs = bridge.interfaces();
@@ -353,6 +408,8 @@ pub fn run(
                             drop(init);
                             first_full_sync(&tc, of.as_ref(), bridge.as_ref(), prev_round, round);
                             if let Some(r) = ready.take() {
+                                probe.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+                                notify_ready(&probe);
                                 r();
                             }
                         }
@@ -363,14 +420,32 @@ pub fn run(
         }
     }
     log::info!("stopping: flows and ports stay in place");
+    notify::notify_or_log(&[("STOPPING", "1")]);
+    if let Some(s) = running.status.take() {
+        s.stop();
+    }
+    drop(probe);
     running.queue.shutdown();
     for h in running.threads.drain(..) {
         let _ = h.join();
     }
-    if let Some(s) = running.source.take() {
+    drop(source);
+    if let Some(s) = running.source.take().and_then(|s| Arc::try_unwrap(s).ok()) {
         s.stop();
     }
     Ok(())
+}
+
+/// sd_notify READY=1 with a one-line STATUS (what `systemctl status` shows).
+fn notify_ready(probe: &Probe) {
+    let s = probe.snapshot();
+    let line = format!(
+        "ready: {} TrafficControls, {} flows, ExternalNode {}",
+        s.traffic_controls.len(),
+        s.flows,
+        s.external_node.step
+    );
+    notify::notify_or_log(&[("READY", "1"), ("STATUS", &line)]);
 }
 
 fn first_full_sync(
@@ -458,8 +533,10 @@ fn worker(
     bridge: &dyn OvsBridge,
     flows: &dyn Flows,
     initial: &Mutex<Option<HashSet<Key>>>,
+    metrics: &Metrics,
 ) {
     while let Some(key) = queue.get() {
+        let started = std::time::Instant::now();
         let outcome = match &key {
             Key::Tc(name) => match tc.sync(name) {
                 Ok(()) => Outcome::Success,
@@ -483,9 +560,23 @@ fn worker(
                 }
             },
         };
+        metrics.record_sync(
+            key_kind(&key),
+            matches!(outcome, Outcome::Success),
+            started.elapsed(),
+        );
         if let Some(left) = initial.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             left.remove(&key);
         }
         queue.done(key, outcome);
+    }
+}
+
+/// The metrics label of a key.
+fn key_kind(k: &Key) -> &'static str {
+    match k {
+        Key::Tc(_) => "tc",
+        Key::En => "en",
+        Key::L2 => "l2",
     }
 }

@@ -1,15 +1,26 @@
 //! The `tether` binary: parse arguments, set up logging, hand over to the library.
-//! Exit codes: 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
+//! Exit codes (DESIGN §2): 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use tether::config::{self, SETTINGS};
+use tether::config::{self, Config, SETTINGS};
+use tether::status;
+
+const COMMANDS: &str = "usage: tether <command> [flags]
+
+commands:
+  run       run the daemon (READY to systemd after the first full sync)
+  check     preflight: OVS sockets, bridge, privileges, API and RBAC or manifests
+  status    ask the running daemon (--json for JSON, --metrics for Prometheus text)
+  version   print the version
+
+exit codes: 0 ok / clean stop, 1 runtime failure or failed check, 2 bad usage or config
+";
 
 fn usage() -> String {
-    let mut s = String::from(
-        "usage: tether <command> [flags]\n\ncommands:\n  run       run the daemon\n  version   print the version\n\nrun flags (each also a config-file key):\n",
-    );
+    let mut s = String::from(COMMANDS);
+    s.push_str("\nflags of run and check (each also a config-file key; status reads --config and --state-socket):\n");
     for (flag, key, help) in SETTINGS {
         let key = if key.is_empty() {
             String::new()
@@ -18,6 +29,9 @@ fn usage() -> String {
         };
         s.push_str(&format!("  {flag} {help}{key}\n"));
     }
+    s.push_str(
+        "\nstatus flags:\n  --json  the snapshot as JSON\n  --metrics  Prometheus text format\n",
+    );
     s
 }
 
@@ -49,22 +63,27 @@ fn hostname() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn run(args: &[String]) -> ExitCode {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{}", usage());
-        return ExitCode::SUCCESS;
-    }
-    let cfg = match config::parse_run(
+fn parse(args: &[String]) -> Result<Config, ExitCode> {
+    config::parse_run(
         args,
         &|p| std::fs::read_to_string(p).map_err(|e| e.to_string()),
         &|k| std::env::var(k).ok(),
         &hostname,
-    ) {
+    )
+    .map_err(|e| {
+        eprintln!("tether: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn wants_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--help" || a == "-h")
+}
+
+fn run(args: &[String]) -> ExitCode {
+    let cfg = match parse(args) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("tether: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     init_logging();
     let stop = match tether::sys::termination_signals() {
@@ -96,10 +115,69 @@ fn run(args: &[String]) -> ExitCode {
     }
 }
 
+fn check(args: &[String]) -> ExitCode {
+    let cfg = match parse(args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut findings = Vec::new();
+    for w in &cfg.warnings {
+        findings.push(config::check::Finding {
+            level: config::check::Level::Warn,
+            what: "config".into(),
+            detail: w.clone(),
+            fix: Some("remove or correct the key".into()),
+        });
+    }
+    findings.extend(config::check::run(&cfg));
+    let (text, code) = config::check::report(&findings);
+    print!("{text}");
+    ExitCode::from(code)
+}
+
+fn status_cmd(args: &[String]) -> ExitCode {
+    let json = args.iter().any(|a| a == "--json");
+    let metrics = args.iter().any(|a| a == "--metrics");
+    let rest: Vec<String> = args
+        .iter()
+        .filter(|a| *a != "--json" && *a != "--metrics")
+        .cloned()
+        .collect();
+    let cfg = match parse(&rest) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let path = &cfg.state_socket;
+    let out = if metrics {
+        status::ask(path, status::Request::Metrics)
+    } else if json {
+        status::ask(path, status::Request::Status)
+    } else {
+        status::fetch(path).map(|s| status::render::human(&s))
+    };
+    match out {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tether status: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
-        Some("run") => run(&args[1..]),
+        Some("run" | "check" | "status") if wants_help(rest) => {
+            print!("{}", usage());
+            ExitCode::SUCCESS
+        }
+        Some("run") => run(rest),
+        Some("check") => check(rest),
+        Some("status") => status_cmd(rest),
         Some("version" | "--version") => {
             println!("tether {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
@@ -108,7 +186,11 @@ fn main() -> ExitCode {
             print!("{}", usage());
             ExitCode::SUCCESS
         }
-        _ => {
+        Some(other) => {
+            eprint!("tether: unknown command {other:?}\n\n{}", usage());
+            ExitCode::from(2)
+        }
+        None => {
             eprint!("{}", usage());
             ExitCode::from(2)
         }

@@ -1,0 +1,464 @@
+//! `tether check`: a preflight of what `tether run` needs on this host with this
+//! configuration — OVS sockets, the bridge and its OpenFlow versions, privileges, the
+//! object source (API reachability and the RBAC verbs, or the manifests directory), the
+//! state socket. Each finding says what is wrong and how to fix it.
+//!
+//! Exit code (DESIGN §2): 0 nothing failed (warnings allowed), 1 something failed; a bad
+//! configuration is caught before (2). Reads only: it never creates the bridge or a port.
+
+use std::fmt::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Config, Source};
+use crate::k8s::{self, Kind, KubeError};
+use crate::ovsdb::{Client, ClientOptions, Condition, Datum, Op, Remote};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// One finding: what was checked, the outcome, and how to fix it when not `Ok`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub level: Level,
+    pub what: String,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+fn ok(what: &str, detail: impl Into<String>) -> Finding {
+    Finding {
+        level: Level::Ok,
+        what: what.into(),
+        detail: detail.into(),
+        fix: None,
+    }
+}
+
+fn bad(level: Level, what: &str, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding {
+        level,
+        what: what.into(),
+        detail: detail.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+/// The report text and the exit code.
+pub fn report(findings: &[Finding]) -> (String, u8) {
+    let mut o = String::new();
+    let mut failed = 0;
+    let mut warned = 0;
+    for f in findings {
+        let tag = match f.level {
+            Level::Ok => "ok  ",
+            Level::Warn => {
+                warned += 1;
+                "WARN"
+            }
+            Level::Fail => {
+                failed += 1;
+                "FAIL"
+            }
+        };
+        let _ = writeln!(o, "{tag} {}: {}", f.what, f.detail);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(o, "     fix: {fix}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "{} checks: {} failed, {} warnings",
+        findings.len(),
+        failed,
+        warned
+    );
+    (o, u8::from(failed > 0))
+}
+
+/// `CAP_NET_ADMIN` (capability 12) in the effective set, from `/proc/self/status`'s
+/// `CapEff:` hex mask.
+pub fn has_net_admin(proc_status: &str) -> Option<bool> {
+    let hex = proc_status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
+    let mask = u64::from_str_radix(hex, 16).ok()?;
+    Some(mask & (1 << 12) != 0)
+}
+
+/// Run every check.
+pub fn run(cfg: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let caps = std::fs::read_to_string("/proc/self/status").ok();
+    match caps.as_deref().and_then(has_net_admin) {
+        Some(true) => out.push(ok("privileges", "CAP_NET_ADMIN held (netlink changes)")),
+        _ => out.push(bad(
+            Level::Fail,
+            "privileges",
+            "CAP_NET_ADMIN missing: the ExternalNode takeover cannot move links or addresses",
+            "run as root, or under systemd/tether.service (AmbientCapabilities=CAP_NET_ADMIN)",
+        )),
+    }
+    check_ovs(cfg, &mut out);
+    check_source(cfg, &mut out);
+    check_state_socket(&cfg.state_socket, &mut out);
+    out
+}
+
+fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
+    let db = cfg.ovs_rundir.join("db.sock");
+    let fix_db = format!(
+        "start Open vSwitch (systemctl start openvswitch-switch) or point --ovs-rundir at the directory holding db.sock (now {})",
+        cfg.ovs_rundir.display()
+    );
+    if !db.exists() {
+        out.push(bad(
+            Level::Fail,
+            "ovsdb",
+            format!("{} does not exist", db.display()),
+            fix_db,
+        ));
+        return;
+    }
+    let client = Arc::new(Client::start(
+        Remote::Unix(db.clone()),
+        ClientOptions::default(),
+    ));
+    if let Err(e) = client.wait_connected(Duration::from_secs(3)) {
+        out.push(bad(
+            Level::Fail,
+            "ovsdb",
+            format!("{}: {e}", db.display()),
+            fix_db,
+        ));
+        return;
+    }
+    out.push(ok("ovsdb", format!("{} answers", db.display())));
+    let rows = client.transact(&[Op::Select {
+        table: "Bridge".into(),
+        conditions: vec![Condition::name(&cfg.bridge)],
+        columns: Some(vec!["protocols".into(), "datapath_type".into()]),
+    }]);
+    let row = match rows {
+        Ok(r) => r.into_iter().next().and_then(|r| r.rows.into_iter().next()),
+        Err(e) => {
+            out.push(bad(
+                Level::Fail,
+                "bridge",
+                format!("cannot read the Bridge table: {e}"),
+                "check that ovsdb-server serves the Open_vSwitch database",
+            ));
+            return;
+        }
+    };
+    let Some(row) = row else {
+        out.push(ok(
+            "bridge",
+            format!(
+                "{} does not exist yet; tether run creates it (datapath_type={})",
+                cfg.bridge, cfg.datapath_type
+            ),
+        ));
+        return;
+    };
+    let protocols: Vec<String> = row
+        .get("protocols")
+        .map(Datum::atoms)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let dp = row
+        .get("datapath_type")
+        .and_then(Datum::as_str)
+        .unwrap_or("")
+        .to_string();
+    let missing: Vec<&str> = ["OpenFlow10", "OpenFlow15"]
+        .into_iter()
+        .filter(|p| !protocols.iter().any(|q| q == p))
+        .collect();
+    if missing.is_empty() {
+        out.push(ok(
+            "bridge",
+            format!("{} protocols={}", cfg.bridge, protocols.join(",")),
+        ));
+    } else {
+        out.push(bad(
+            Level::Warn,
+            "bridge",
+            format!(
+                "{} lacks {} (has {:?}); tether run enables them",
+                cfg.bridge,
+                missing.join(","),
+                protocols
+            ),
+            format!(
+                "ovs-vsctl set bridge {} protocols=OpenFlow10,OpenFlow15 (or let tether run do it)",
+                cfg.bridge
+            ),
+        ));
+    }
+    let dp_eff = if dp.is_empty() { "system" } else { dp.as_str() };
+    if dp_eff != cfg.datapath_type {
+        out.push(bad(
+            Level::Warn,
+            "datapath",
+            format!(
+                "bridge {} has datapath_type={dp_eff}, configured {}; tether run changes it",
+                cfg.bridge, cfg.datapath_type
+            ),
+            "set datapathType to match the bridge if that is what you want",
+        ));
+    }
+    let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
+    if !missing.is_empty() {
+        return;
+    }
+    match crate::openflow::OfFlows::start(crate::openflow::OfFlowsConfig::new(
+        mgmt.clone(),
+        &cfg.bridge,
+        0,
+    )) {
+        Ok(of) => match of.wait_connected(Duration::from_secs(3)) {
+            Ok(()) => out.push(ok(
+                "openflow",
+                format!("{} speaks OpenFlow 1.0 and 1.5", mgmt.display()),
+            )),
+            Err(e) => out.push(bad(
+                Level::Fail,
+                "openflow",
+                format!("{}: {e}", mgmt.display()),
+                "check that ovs-vswitchd is running (systemctl status openvswitch-switch)",
+            )),
+        },
+        Err(e) => out.push(bad(
+            Level::Fail,
+            "openflow",
+            format!("{}: {e}", mgmt.display()),
+            "check that ovs-vswitchd is running",
+        )),
+    }
+}
+
+fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
+    let cc = match &cfg.source {
+        Source::Manifests(dir) => {
+            check_manifests(cfg, dir, out);
+            return;
+        }
+        Source::Kubeconfig(p) => k8s::kubeconfig::load_kubeconfig(p, None),
+        Source::InCluster => k8s::kubeconfig::in_cluster(),
+    };
+    let cc = match cc {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(bad(
+                Level::Fail,
+                "api credentials",
+                e.to_string(),
+                "pass --kubeconfig FILE (or --manifests DIR to run without a cluster)",
+            ));
+            return;
+        }
+    };
+    let http = k8s::HttpConfig {
+        allow_insecure: cfg.allow_insecure_tls,
+        ..Default::default()
+    };
+    let client = match k8s::Client::new(&cc, http) {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(bad(
+                Level::Fail,
+                "api credentials",
+                e.to_string(),
+                "fix the kubeconfig's certificates or token",
+            ));
+            return;
+        }
+    };
+    match client.get("/version", &[]) {
+        Ok(_) => out.push(ok("api", format!("{} answers /version", client.server()))),
+        Err(
+            e @ (KubeError::Transport { .. }
+            | KubeError::Tls { .. }
+            | KubeError::Config { .. }
+            | KubeError::Shutdown),
+        ) => {
+            out.push(bad(
+                Level::Fail,
+                "api",
+                format!("{}: {e}", client.server()),
+                "check the server address, the network path and the CA in the kubeconfig",
+            ));
+            return;
+        }
+        // Any HTTP answer means reachable; /version may be closed to this user, and the
+        // RBAC checks below say what matters.
+        Err(e) => out.push(ok(
+            "api",
+            format!("{} reachable (/version: {e})", client.server()),
+        )),
+    }
+    let scope = k8s::SourceConfig {
+        node_name: cfg.node_name.clone(),
+        external_node_namespace: cfg.external_node_namespace.clone(),
+        kinds: Vec::new(),
+        watch: k8s::WatchConfig::default(),
+    };
+    for kind in [
+        Kind::Pod,
+        Kind::Namespace,
+        Kind::TrafficControl,
+        Kind::ExternalNode,
+    ] {
+        out.push(check_rbac(&client, &scope, kind));
+    }
+}
+
+/// `list` and `watch` on one kind, in the scope the daemon uses; tried for real, so the
+/// answer covers RBAC, admission and CRDs that are not installed.
+fn check_rbac(client: &k8s::Client, scope: &k8s::SourceConfig, kind: Kind) -> Finding {
+    let (path, fs) = scope.scope(kind);
+    let mut q = vec![("limit", "1".to_string())];
+    if let Some(fs) = fs {
+        q.push(("fieldSelector", fs));
+    }
+    let what = format!("rbac {}", kind.plural());
+    let fix = "kubectl apply -f deploy/rbac.yaml (binds get/list/watch for tether's user)";
+    if let Err(e) = client.get(&path, &q) {
+        return match e {
+            KubeError::Forbidden { message } => bad(
+                Level::Fail,
+                &what,
+                format!("list {path}: forbidden: {message}"),
+                fix,
+            ),
+            KubeError::NotFound { .. } => bad(
+                Level::Fail,
+                &what,
+                format!("list {path}: not found"),
+                "install Antrea's CRDs (crd.antrea.io) in the cluster",
+            ),
+            e => bad(Level::Fail, &what, format!("list {path}: {e}"), fix),
+        };
+    }
+    q.push(("watch", "1".to_string()));
+    q.push(("timeoutSeconds", "1".to_string()));
+    match client.watch(&path, &q) {
+        Ok(_) => ok(&what, format!("list+watch {path} allowed")),
+        Err(KubeError::Forbidden { message }) => bad(
+            Level::Fail,
+            &what,
+            format!("watch {path}: forbidden: {message}"),
+            fix,
+        ),
+        Err(e) => bad(Level::Fail, &what, format!("watch {path}: {e}"), fix),
+    }
+}
+
+fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) {
+    if let Err(e) = std::fs::read_dir(dir) {
+        out.push(bad(
+            Level::Fail,
+            "manifests",
+            format!("{}: {e}", dir.display()),
+            "create the directory or fix --manifests",
+        ));
+        return;
+    }
+    let mcfg = k8s::ManifestsConfig::new(
+        dir.to_path_buf(),
+        &cfg.node_name,
+        &cfg.external_node_namespace,
+    );
+    let (objs, errors) = k8s::manifests::scan_once(&mcfg);
+    let counts: Vec<String> = objs
+        .iter()
+        .map(|(k, v)| format!("{}={}", k.plural(), v.len()))
+        .collect();
+    if errors.is_empty() {
+        out.push(ok(
+            "manifests",
+            format!("{} readable: {}", dir.display(), counts.join(" ")),
+        ));
+    } else {
+        out.push(bad(
+            Level::Fail,
+            "manifests",
+            format!("{}: {}", dir.display(), errors.join("; ")),
+            "fix or remove the files named",
+        ));
+    }
+}
+
+fn check_state_socket(path: &Path, out: &mut Vec<Finding>) {
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        out.push(bad(
+            Level::Warn,
+            "state socket",
+            format!("{}: a tether is already running here", path.display()),
+            "stop it first, or give this one another --state-socket",
+        ));
+        return;
+    }
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let mut d = dir;
+    // The nearest existing ancestor must be writable for the directory to be created.
+    while !d.exists() {
+        d = d.parent().unwrap_or(Path::new("/"));
+    }
+    let probe = d.join(format!(".tether-check-{}", std::process::id()));
+    match std::fs::write(&probe, b"") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            out.push(ok(
+                "state socket",
+                format!("{} can be created", path.display()),
+            ));
+        }
+        Err(e) => out.push(bad(
+            Level::Fail,
+            "state socket",
+            format!("{} not writable: {e}", d.display()),
+            "run as root or pass --state-socket in a writable directory",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_admin_from_capeff() {
+        let s = "Name:\ttether\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(has_net_admin(s), Some(true));
+        let s = "CapEff:\t0000000000000000\n";
+        assert_eq!(has_net_admin(s), Some(false));
+        assert_eq!(has_net_admin("CapEff:\t0000000000001000\n"), Some(true));
+        assert_eq!(has_net_admin("nothing"), None);
+    }
+
+    #[test]
+    fn report_counts_and_exit_code() {
+        let f = vec![
+            ok("ovsdb", "/r/db.sock answers"),
+            bad(Level::Warn, "bridge", "br lacks OpenFlow15", "set it"),
+        ];
+        let (text, code) = report(&f);
+        assert_eq!(
+            text,
+            "ok   ovsdb: /r/db.sock answers\nWARN bridge: br lacks OpenFlow15\n     fix: set it\n2 checks: 0 failed, 1 warnings\n"
+        );
+        assert_eq!(code, 0);
+        let (_, code) = report(&[bad(Level::Fail, "x", "y", "z")]);
+        assert_eq!(code, 1);
+    }
+}

@@ -1,0 +1,298 @@
+//! Text forms of a [`Snapshot`]: the human table `tether status` prints and the
+//! Prometheus text exposition format 0.0.4 (`# HELP`, `# TYPE`, `name{label="v"} value`).
+//! Pure: snapshot in, string out.
+
+use std::fmt::Write;
+
+use super::Snapshot;
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+fn port(name: Option<&String>, ofport: Option<u32>) -> String {
+    match (name, ofport) {
+        (Some(n), Some(o)) => format!("{n}({o})"),
+        (Some(n), None) => format!("{n}(?)"),
+        _ => "-".into(),
+    }
+}
+
+fn conn(c: &super::ConnStatus) -> &'static str {
+    if c.connected {
+        "connected"
+    } else {
+        "DISCONNECTED"
+    }
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table(out: &mut String, rows: &[Vec<String>]) {
+    let n = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+/// The table `tether status` prints.
+pub fn human(s: &Snapshot) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "tether {}  node={}  bridge={}  round={}  {}  up {}s",
+        s.version,
+        s.node,
+        s.bridge,
+        s.round,
+        if s.ready { "READY" } else { "STARTING" },
+        s.uptime_seconds
+    );
+    let _ = writeln!(
+        o,
+        "ovsdb {} ({})  openflow {} ({}, {} reconnects)  flows={}  queue={}",
+        conn(&s.ovsdb),
+        s.ovsdb.socket,
+        conn(&s.openflow),
+        s.openflow.socket,
+        s.openflow.reconnects,
+        s.flows,
+        s.queue_depth
+    );
+    o.push_str("\nWATCH\n");
+    let mut rows = vec![vec![
+        "KIND".into(),
+        "SYNCED".into(),
+        "RV".into(),
+        "LAST EVENT".into(),
+        "EVENTS".into(),
+        "ERRORS".into(),
+        "LAST ERROR".into(),
+    ]];
+    for w in &s.watches {
+        rows.push(vec![
+            w.kind.clone(),
+            if w.synced { "yes" } else { "no" }.into(),
+            opt(w.resource_version.as_ref()),
+            w.last_event_age_seconds
+                .map_or_else(|| "-".into(), |a| format!("{a:.0}s ago")),
+            w.events.to_string(),
+            w.errors.to_string(),
+            opt(w.last_error.as_ref()),
+        ]);
+    }
+    table(&mut o, &rows);
+    o.push_str("\nTRAFFICCONTROL\n");
+    let mut rows = vec![vec![
+        "NAME".into(),
+        "PODS".into(),
+        "TARGET".into(),
+        "RETURN".into(),
+        "FLOWS".into(),
+        "LAST ERROR".into(),
+    ]];
+    for t in &s.traffic_controls {
+        rows.push(vec![
+            t.name.clone(),
+            if t.effective_pods.is_empty() {
+                "-".into()
+            } else {
+                t.effective_pods.join(",")
+            },
+            port(t.target_port.as_ref(), t.target_ofport),
+            port(t.return_port.as_ref(), t.return_ofport),
+            t.flows.to_string(),
+            opt(t.last_error.as_ref()),
+        ]);
+    }
+    table(&mut o, &rows);
+    let e = &s.external_node;
+    o.push_str("\nEXTERNALNODE\n");
+    table(
+        &mut o,
+        &[
+            vec![
+                "STEP".into(),
+                "NIC".into(),
+                "UPLINK".into(),
+                "HOST PORT".into(),
+                "ADDRESSES".into(),
+                "BYPASS FLOWS".into(),
+                "LAST ERROR".into(),
+            ],
+            vec![
+                e.step.clone(),
+                opt(e.nic.as_ref()),
+                port(e.uplink.as_ref(), e.uplink_ofport),
+                port(e.nic.as_ref(), e.host_ofport),
+                if e.addresses.is_empty() {
+                    "-".into()
+                } else {
+                    e.addresses.join(",")
+                },
+                e.bypass_flows.to_string(),
+                opt(e.last_error.as_ref()),
+            ],
+        ],
+    );
+    o
+}
+
+/// Escape a label value (exposition format: backslash, quote, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn metric(o: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(o, "{name}{labels} {v}");
+    }
+}
+
+/// Prometheus text exposition format 0.0.4.
+pub fn prometheus(s: &Snapshot) -> String {
+    let mut o = String::new();
+    let b = |x: bool| if x { "1" } else { "0" }.to_string();
+    let one = |v: String| vec![(String::new(), v)];
+    metric(
+        &mut o,
+        "tether_ready",
+        "gauge",
+        "1 once the first full sync is done.",
+        &one(b(s.ready)),
+    );
+    let per_key = |f: &dyn Fn(&super::SyncCounters) -> String| -> Vec<(String, String)> {
+        s.metrics
+            .syncs
+            .iter()
+            .map(|(k, c)| (format!("{{key=\"{}\"}}", label(k)), f(c)))
+            .collect()
+    };
+    metric(
+        &mut o,
+        "tether_syncs_total",
+        "counter",
+        "Syncs run, by key kind (tc, en, l2).",
+        &per_key(&|c| c.syncs.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_sync_errors_total",
+        "counter",
+        "Syncs that failed (retried with backoff).",
+        &per_key(&|c| c.errors.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_sync_duration_seconds_sum",
+        "counter",
+        "Total time spent syncing.",
+        &per_key(&|c| format!("{:.6}", c.duration_seconds_sum)),
+    );
+    metric(
+        &mut o,
+        "tether_sync_duration_seconds_max",
+        "gauge",
+        "Longest single sync since start.",
+        &per_key(&|c| format!("{:.6}", c.duration_seconds_max)),
+    );
+    metric(
+        &mut o,
+        "tether_flow_mods_total",
+        "counter",
+        "Flow adds and deletes sent to the switch.",
+        &one(s.metrics.flow_mods.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_flows",
+        "gauge",
+        "Flows tether has installed.",
+        &one(s.flows.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_openflow_reconnects_total",
+        "counter",
+        "OpenFlow reconnects followed by a full flow replay.",
+        &one(s.metrics.openflow_reconnects.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_connected",
+        "gauge",
+        "1 when the connection to the switch is up.",
+        &[
+            ("{conn=\"ovsdb\"}".into(), b(s.ovsdb.connected)),
+            ("{conn=\"openflow\"}".into(), b(s.openflow.connected)),
+        ],
+    );
+    metric(
+        &mut o,
+        "tether_queue_depth",
+        "gauge",
+        "Keys queued or waiting for a retry.",
+        &one(s.queue_depth.to_string()),
+    );
+    let per_kind = |f: &dyn Fn(&super::WatchStatus) -> String| -> Vec<(String, String)> {
+        s.watches
+            .iter()
+            .map(|w| (format!("{{kind=\"{}\"}}", label(&w.kind)), f(w)))
+            .collect()
+    };
+    metric(
+        &mut o,
+        "tether_watch_events_total",
+        "counter",
+        "Object events received, by kind.",
+        &per_kind(&|w| w.events.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_watch_errors_total",
+        "counter",
+        "Failed list/watch requests (each one relists or re-watches), by kind.",
+        &per_kind(&|w| w.errors.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_watch_synced",
+        "gauge",
+        "1 once the kind's first list is in.",
+        &per_kind(&|w| b(w.synced)),
+    );
+    let tc_errors = s
+        .traffic_controls
+        .iter()
+        .filter(|t| t.last_error.is_some())
+        .count();
+    metric(
+        &mut o,
+        "tether_trafficcontrols",
+        "gauge",
+        "TrafficControls known, and those whose last sync failed.",
+        &[
+            (
+                "{state=\"all\"}".into(),
+                s.traffic_controls.len().to_string(),
+            ),
+            ("{state=\"failing\"}".into(), tc_errors.to_string()),
+        ],
+    );
+    o
+}

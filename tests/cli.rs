@@ -1,0 +1,287 @@
+//! The `tether` command line without privileges: help, version, exit codes 2 for bad
+//! usage and configuration (naming the flag or key), exit code 1 with a fix for a failed
+//! preflight and for `status` without a daemon.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Output};
+
+const TETHER: &str = env!("CARGO_BIN_EXE_tether");
+
+fn tether(args: &[&str]) -> Output {
+    Command::new(TETHER)
+        .args(args)
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tether-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn version_and_help() {
+    let o = tether(&["version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("tether {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["check", "-h"],
+        &["status", "--help"],
+    ] {
+        let o = tether(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        let t = text(&o);
+        for needle in [
+            "  run ",
+            "  check ",
+            "  status ",
+            "  version ",
+            "--state-socket PATH",
+            "[externalNodeNamespace]",
+            "--json",
+        ] {
+            assert!(t.contains(needle), "{args:?}: {needle:?} missing in\n{t}");
+        }
+    }
+}
+
+#[test]
+fn bad_usage_exits_2_naming_what() {
+    for (args, needle) in [
+        (&[][..], "usage: tether"),
+        (&["frobnicate"], "unknown command \"frobnicate\""),
+        (&["run", "--bogus"], "unknown argument --bogus"),
+        (&["run", "--bridge"], "--bridge needs a value"),
+        (&["run", "--datapath-type", "fast"], "datapathType"),
+        (&["check", "--bridge", "a/b"], "bridge"),
+        (
+            &["status", "--kubeconfig", "k", "--manifests", "m"],
+            "kubeconfig and manifests",
+        ),
+    ] {
+        let o = tether(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(needle), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn invalid_config_value_exits_2_naming_the_key() {
+    let d = tmp("config");
+    let f = d.join("tether.yaml");
+    std::fs::write(&f, "bridge: br-int\ndatapathType: [netdev]\n").unwrap();
+    let o = tether(&["run", "--config", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("datapathType must be a string"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&f, "externalNode:\n  externalNodeNamespace: 7\n").unwrap();
+    let o = tether(&["check", "--config", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("externalNode.externalNodeNamespace"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn check_fails_with_fixes_and_unknown_keys_warn() {
+    let d = tmp("check");
+    let f = d.join("tether.yaml");
+    std::fs::write(&f, "bridge: br-int\nfrobnicate: 1\n").unwrap();
+    let o = tether(&[
+        "check",
+        "--config",
+        f.to_str().unwrap(),
+        "--ovs-rundir",
+        d.join("no-ovs").to_str().unwrap(),
+        "--manifests",
+        d.join("no-manifests").to_str().unwrap(),
+        "--state-socket",
+        d.join("run/tether.sock").to_str().unwrap(),
+        "--node-name",
+        "vm1",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let rundir = d.join("no-ovs");
+    for line in [
+        "WARN config: config ".to_string(),
+        "unknown key frobnicate ignored".to_string(),
+        format!("FAIL ovsdb: {}/db.sock does not exist", rundir.display()),
+        "     fix: start Open vSwitch (systemctl start openvswitch-switch) or point --ovs-rundir"
+            .to_string(),
+        format!("FAIL manifests: {}", d.join("no-manifests").display()),
+        format!(
+            "ok   state socket: {} can be created",
+            d.join("run/tether.sock").display()
+        ),
+    ] {
+        assert!(t.contains(&line), "{line:?} missing in\n{t}");
+    }
+    assert!(
+        t.lines().last().unwrap().ends_with("failed, 1 warnings"),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn status_without_a_daemon_exits_1() {
+    let d = tmp("status");
+    let sock = d.join("tether.sock");
+    for extra in [&[][..], &["--json"], &["--metrics"]] {
+        let mut args = vec!["status", "--state-socket", sock.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = tether(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(
+            text(&o).contains("is `tether run` running with this --state-socket?"),
+            "{}",
+            text(&o)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The shipped sample config and example CRs are valid: the config parses with its bypass
+/// rule, and each example decodes as the kind it claims with no validation error.
+#[test]
+fn shipped_config_and_examples_are_valid() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/deploy/tether.yaml")).unwrap();
+    let cfg = tether::config::parse_run(
+        &["--config".into(), "deploy/tether.yaml".into()],
+        &|_| Ok(text.clone()),
+        &|_| None,
+        &|| Some("vm1".into()),
+    )
+    .unwrap();
+    assert_eq!(cfg.warnings, Vec::<String>::new());
+    assert_eq!(cfg.external_node_namespace, "vm-ns");
+    assert_eq!(
+        cfg.source,
+        tether::config::Source::Kubeconfig("/etc/tether/kubeconfig".into())
+    );
+    assert_eq!(
+        tether::pipeline::externalnode::parse_bypass_rules(&cfg.policy_bypass_rules)
+            .unwrap()
+            .len(),
+        1
+    );
+    for (file, kind, key) in [
+        ("externalnode.yaml", "ExternalNode", "vm-ns/vm1"),
+        ("trafficcontrol-mirror.yaml", "TrafficControl", "mirror-web"),
+        (
+            "trafficcontrol-redirect.yaml",
+            "TrafficControl",
+            "redirect-web",
+        ),
+    ] {
+        let path = format!("{root}/deploy/examples/{file}");
+        let p = tether::k8s::manifests::parse_file(file, &std::fs::read_to_string(&path).unwrap())
+            .unwrap();
+        assert_eq!(p.errors, Vec::<String>::new(), "{file}");
+        assert_eq!(p.objects.len(), 1, "{file}");
+        assert_eq!(p.objects[0].kind.name(), kind, "{file}");
+        assert_eq!(p.objects[0].key, key, "{file}");
+    }
+}
+
+/// `tether run` while OVS is absent: it retries, logging and telling systemd (`STATUS=`);
+/// SIGTERM during start-up is a clean stop (exit 0). Under systemd (`JOURNAL_STREAM`) lines carry `<N>` priorities and
+/// nothing else in front; otherwise `LEVEL target: message`.
+#[test]
+fn run_logs_for_journald_and_stops_on_sigterm_during_startup() {
+    for journald in [true, false] {
+        let d = tmp(&format!("journal-{journald}"));
+        let log = d.join("log");
+        let mut c = Command::new(TETHER);
+        c.args([
+            "run",
+            "--ovs-rundir",
+            d.join("no-ovs").to_str().unwrap(),
+            "--manifests",
+            d.to_str().unwrap(),
+            "--state-socket",
+            d.join("tether.sock").to_str().unwrap(),
+            "--node-name",
+            "vm1",
+        ])
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(&log).unwrap());
+        if journald {
+            c.env("JOURNAL_STREAM", "8:1234");
+        } else {
+            c.env_remove("JOURNAL_STREAM");
+        }
+        // Start-up stuck on OVS is also what systemd shows (STATUS=).
+        let notify_path = d.join("notify");
+        let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+        notify
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        c.env("NOTIFY_SOCKET", &notify_path);
+        let mut child = c.spawn().unwrap();
+        let mut buf = [0u8; 512];
+        let n = notify.recv(&mut buf).unwrap();
+        let status = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(
+            status.starts_with(&format!(
+                "STATUS=connecting to ovsdb at {}/db.sock: ",
+                d.join("no-ovs").display()
+            )),
+            "{status:?}"
+        );
+        let want = if journald {
+            format!(
+                "<4>connecting to ovsdb at {}/db.sock failed (retrying every 1s): ",
+                d.join("no-ovs").display()
+            )
+        } else {
+            format!(
+                "WARN  tether::daemon: connecting to ovsdb at {}/db.sock failed (retrying every 1s): ",
+                d.join("no-ovs").display()
+            )
+        };
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with(&want))
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "{want:?} never logged:\n{}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,128 @@
+//! `tether check` against the in-repo test API server (no root needed): reachability, and
+//! the list/watch verbs per resource tried for real — a 403 on one verb and CRDs that are
+//! not installed are each reported with their fix, and fail the check (exit code 1).
+
+#![allow(clippy::unwrap_used)]
+
+mod apiserver;
+
+use apiserver::{ApiServer, Fault, FaultAction, On, Options};
+
+const TETHER: &str = env!("CARGO_BIN_EXE_tether");
+
+fn check(srv: &ApiServer, name: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {{server: '{}'}}\nusers:\n- name: vm\n  user: {{}}\ncontexts:\n- name: vm\n  context: {{cluster: c, user: vm}}\n",
+            srv.url().trim_end_matches('/')
+        ),
+    )
+    .unwrap();
+    let o = std::process::Command::new(TETHER)
+        .args([
+            "check",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--node-name",
+            "vm1",
+            "--external-node-namespace",
+            "vm-ns",
+            "--ovs-rundir",
+            dir.join("no-ovs").to_str().unwrap(),
+            "--state-socket",
+            dir.join("tether.sock").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        o.status.code().unwrap(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn lines_starting(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn rbac_verbs_are_tried_and_reported() {
+    let srv = ApiServer::start(Options::default());
+    let (_, t) = check(&srv, "ok");
+    assert_eq!(
+        lines_starting(&t, "ok   rbac "),
+        [
+            "ok   rbac pods: list+watch /api/v1/pods allowed",
+            "ok   rbac namespaces: list+watch /api/v1/namespaces allowed",
+            "ok   rbac trafficcontrols: list+watch /apis/crd.antrea.io/v1alpha2/trafficcontrols allowed",
+            "ok   rbac externalnodes: list+watch /apis/crd.antrea.io/v1alpha1/namespaces/vm-ns/externalnodes allowed",
+        ],
+        "{t}"
+    );
+    assert_eq!(lines_starting(&t, "ok   api: ").len(), 1, "{t}");
+    // The field selectors the daemon uses were sent.
+    let reqs = srv.requests().join("\n");
+    assert!(
+        reqs.contains("spec.nodeName%3Dvm1") || reqs.contains("spec.nodeName=vm1"),
+        "{reqs}"
+    );
+
+    // list pods forbidden, watch namespaces forbidden, CRDs missing.
+    srv.inject(Fault {
+        on: On::List,
+        resource: Some("pods"),
+        action: FaultAction::Status(403),
+    });
+    srv.inject(Fault {
+        on: On::Watch,
+        resource: Some("namespaces"),
+        action: FaultAction::Status(403),
+    });
+    srv.set_crds_installed(false);
+    let (code, t) = check(&srv, "bad");
+    assert_eq!(code, 1, "{t}");
+    let fails = lines_starting(&t, "FAIL rbac ");
+    assert_eq!(fails.len(), 4, "{t}");
+    assert!(
+        fails[0].starts_with("FAIL rbac pods: list /api/v1/pods: forbidden"),
+        "{t}"
+    );
+    assert!(
+        fails[1].starts_with("FAIL rbac namespaces: watch /api/v1/namespaces: forbidden"),
+        "{t}"
+    );
+    assert_eq!(
+        fails[2],
+        "FAIL rbac trafficcontrols: list /apis/crd.antrea.io/v1alpha2/trafficcontrols: not found"
+    );
+    assert!(
+        t.contains("     fix: kubectl apply -f deploy/rbac.yaml"),
+        "{t}"
+    );
+    assert!(
+        t.contains("     fix: install Antrea's CRDs (crd.antrea.io) in the cluster"),
+        "{t}"
+    );
+}
+
+#[test]
+fn unreachable_api_fails_with_a_fix() {
+    let mut srv = ApiServer::start(Options::default());
+    srv.stop();
+    let (code, t) = check(&srv, "down");
+    assert_eq!(code, 1, "{t}");
+    let api = lines_starting(&t, "FAIL api: ");
+    assert_eq!(api.len(), 1, "{t}");
+    assert!(
+        t.contains("     fix: check the server address, the network path and the CA"),
+        "{t}"
+    );
+    assert!(lines_starting(&t, "ok   rbac").is_empty(), "{t}");
+}
