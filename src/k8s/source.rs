@@ -110,6 +110,8 @@ pub struct KindStatus {
     /// The error that is currently making this kind back off, if any.
     pub last_error: Option<String>,
     pub errors_total: u64,
+    /// Full LISTs after the first one (410 Gone, a failed watch resume, …).
+    pub relists: u64,
 }
 
 type StatusMap = Arc<Mutex<BTreeMap<Kind, KindStatus>>>;
@@ -351,9 +353,11 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                             if !apply_delta(store, d, &ctx.events, &ctx.stop) {
                                 return;
                             }
+                            let relist = synced;
                             set_status(&ctx.status, ctx.kind, |s| {
                                 s.synced = true;
                                 s.last_error = None;
+                                s.relists += u64::from(relist);
                             });
                             if !synced {
                                 synced = true;

@@ -65,6 +65,9 @@ pub struct WatchStatus {
     /// Failed list/watch requests; each one makes the watcher relist (410, list error) or
     /// re-watch from its resourceVersion.
     pub errors: u64,
+    /// Full LISTs after the first (410 Gone, an expired resume point, …).
+    #[serde(default)]
+    pub relists: u64,
     pub last_error: Option<String>,
 }
 

@@ -61,6 +61,7 @@ impl Probe {
                     last_event_age_seconds: age,
                     events,
                     errors: st.errors_total,
+                    relists: st.relists,
                     last_error: st.last_error,
                 }
             })

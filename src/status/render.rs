@@ -78,6 +78,7 @@ pub fn human(s: &Snapshot) -> String {
         "LAST EVENT".into(),
         "EVENTS".into(),
         "ERRORS".into(),
+        "RELISTS".into(),
         "LAST ERROR".into(),
     ]];
     for w in &s.watches {
@@ -89,6 +90,7 @@ pub fn human(s: &Snapshot) -> String {
                 .map_or_else(|| "-".into(), |a| format!("{a:.0}s ago")),
             w.events.to_string(),
             w.errors.to_string(),
+            w.relists.to_string(),
             opt(w.last_error.as_ref()),
         ]);
     }
@@ -268,6 +270,13 @@ pub fn prometheus(s: &Snapshot) -> String {
         "counter",
         "Failed list/watch requests (each one relists or re-watches), by kind.",
         &per_kind(&|w| w.errors.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_watch_relists_total",
+        "counter",
+        "Full LISTs after the first one (410 Gone, expired resume point), by kind.",
+        &per_kind(&|w| w.relists.to_string()),
     );
     metric(
         &mut o,

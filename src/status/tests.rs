@@ -44,6 +44,7 @@ fn sample() -> Snapshot {
             last_event_age_seconds: Some(4.4),
             events: 2,
             errors: 0,
+            relists: 1,
             last_error: None,
         }],
         traffic_controls: vec![TcRow {
@@ -78,8 +79,8 @@ fn human_table() {
 ovsdb connected (/r/db.sock)  openflow DISCONNECTED (/r/br-int.mgmt, 1 reconnects)  flows=12  queue=0
 
 WATCH
-KIND  SYNCED  RV  LAST EVENT  EVENTS  ERRORS  LAST ERROR
-Pod   yes     7   4s ago      2       0       -
+KIND  SYNCED  RV  LAST EVENT  EVENTS  ERRORS  RELISTS  LAST ERROR
+Pod   yes     7   4s ago      2       0       1        -
 
 TRAFFICCONTROL
 NAME        PODS                 TARGET   RETURN  FLOWS  LAST ERROR
