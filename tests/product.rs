@@ -229,10 +229,18 @@ fn run_notify_status_check_and_sigterm() {
         );
     }
 
+    // The watchdog pings while running (every 100 ms here): wait for one, so the check
+    // does not depend on how fast the steps above were.
+    let mut pings = 0;
+    for _ in 0..100 {
+        if recv() == "WATCHDOG=1\n" {
+            pings += 1;
+            break;
+        }
+    }
     // SIGTERM: exit 0, STOPPING=1, socket gone, flows stay.
     let mut c = guard.0.take().unwrap();
     common::run(Command::new("kill").args(["-TERM", &c.id().to_string()]));
-    let mut pings = 0;
     let stopping = loop {
         let m = recv();
         if m != "WATCHDOG=1\n" {
