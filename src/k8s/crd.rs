@@ -28,12 +28,91 @@ pub struct CrdWire {
     pub spec: Option<serde_json::Value>,
 }
 
-/// Decode `spec` into its wire struct, turning a serde type error into a field error.
+/// Decode `spec` into its wire struct, turning a serde type error into a field error that
+/// names the field (`spec.targetPort.vxlan.vni: invalid type: string "5000", expected u32`).
 fn spec_wire<T: serde::de::DeserializeOwned>(
     spec: Option<serde_json::Value>,
 ) -> Result<T, ValidationError> {
     let v = spec.ok_or_else(|| ValidationError::one("spec", "required"))?;
-    serde_json::from_value(v).map_err(|e| ValidationError::one("spec", e.to_string()))
+    match serde_json::from_value(v.clone()) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            // serde_json reports positions only when parsing text: print the value one
+            // field per line, remember each line's path, and parse it again to find where.
+            let (text, paths) = located_text(&v, "spec");
+            let path = match serde_json::from_str::<T>(&text) {
+                Err(e2) if e2.line() > 0 => paths.get(e2.line() - 1).cloned(),
+                _ => None,
+            };
+            let msg = e.to_string();
+            Err(ValidationError::one(
+                path.as_deref().unwrap_or("spec"),
+                msg.split(" at line ").next().unwrap_or(&msg),
+            ))
+        }
+    }
+}
+
+/// `v` as JSON text with every field on its own line, and the JSON path of each line.
+fn located_text(v: &serde_json::Value, base: &str) -> (String, Vec<String>) {
+    fn emit(
+        v: &serde_json::Value,
+        path: &str,
+        prefix: &str,
+        out: &mut String,
+        paths: &mut Vec<String>,
+    ) {
+        use serde_json::Value;
+        match v {
+            Value::Object(m) => {
+                out.push_str(prefix);
+                out.push_str("{\n");
+                paths.push(path.to_string());
+                let n = m.len();
+                for (i, (k, child)) in m.iter().enumerate() {
+                    let key = serde_json::to_string(k).unwrap_or_default();
+                    emit(
+                        child,
+                        &format!("{path}.{k}"),
+                        &format!("{key}: "),
+                        out,
+                        paths,
+                    );
+                    if i + 1 < n {
+                        out.push(',');
+                    }
+                    out.push('\n');
+                    paths.push(format!("{path}.{k}"));
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push_str(prefix);
+                out.push_str("[\n");
+                paths.push(path.to_string());
+                let n = a.len();
+                for (i, child) in a.iter().enumerate() {
+                    emit(child, &format!("{path}[{i}]"), "", out, paths);
+                    if i + 1 < n {
+                        out.push(',');
+                    }
+                    out.push('\n');
+                    paths.push(format!("{path}[{i}]"));
+                }
+                out.push(']');
+            }
+            scalar => {
+                out.push_str(prefix);
+                out.push_str(&scalar.to_string());
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut paths = Vec::new();
+    emit(v, base, "", &mut out, &mut paths);
+    out.push('\n');
+    paths.push(base.to_string());
+    (out, paths)
 }
 
 // ---------------------------------------------------------------------------------------
