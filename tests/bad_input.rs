@@ -14,6 +14,8 @@
 //! `bad_input_pending.rs` (not committed, see docs/reliability.md), so this file stays green.
 //! The binary-level part (tether itself with a directory of bad manifests) is at the end.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 mod e2e;
 
@@ -677,7 +679,13 @@ const GOOD_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-1\n  n
 fn garbage_manifests() {
     // (case, file name, text, expected errors of its bad documents; the good Pod around
     // them must still parse). `None` = the whole file is refused with that error prefix.
-    let cases: Vec<(&str, &str, String, Result<Vec<&str>, &str>)> = vec![
+    type Case = (
+        &'static str,
+        &'static str,
+        String,
+        Result<Vec<&'static str>, &'static str>,
+    );
+    let cases: Vec<Case> = vec![
         ("mf-unknown-kind", "a.yaml", format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n---\n{GOOD_POD}"), Ok(vec!["a.yaml document 0: unsupported apiVersion/kind \"v1\"/\"Service\""])),
         ("mf-wrong-api-version", "a.yaml", format!("{GOOD_POD}---\napiVersion: crd.antrea.io/v1beta1\nkind: TrafficControl\nmetadata:\n  name: t\n"), Ok(vec!["a.yaml document 1: unsupported apiVersion/kind \"crd.antrea.io/v1beta1\"/\"TrafficControl\""])),
         ("mf-no-metadata", "a.yaml", format!("apiVersion: v1\nkind: Namespace\n---\n{GOOD_POD}"), Ok(vec!["a.yaml document 0: metadata: required"])),
