@@ -16,8 +16,11 @@ use tether::openflow::msg::{HEADER_LEN, Msg};
 use tether::ovsdb::Datum;
 use tether::ovsdb::framer::Framer;
 
+/// A target: its name and its body.
+pub type Target = (&'static str, fn(&[u8]));
+
 /// Every target, by name (the `mutate` driver and scripts/fuzz.sh iterate this).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[Target] = &[
     ("openflow_msg", openflow_msg),
     ("ovsdb_framer", ovsdb_framer),
     ("ovsdb_datum", ovsdb_datum),

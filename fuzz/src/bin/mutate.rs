@@ -298,10 +298,8 @@ fn main() -> ExitCode {
         let mut queue: Vec<Vec<u8>> = seeds.clone();
         let mut input = Vec::new();
         loop {
-            if execs % 1024 == 0 {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
+            if execs % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
             }
             if o.execs.is_some_and(|n| execs >= n) {
                 break;
