@@ -800,9 +800,10 @@ fn api_fault_campaign() {
             if p != seen.0 {
                 seen = (p, Instant::now());
             } else if seen.1.elapsed() > Duration::from_millis(1500) {
-                // Only request-time faults left and every watch idle: end one stream.
-                srv.inject(Fault::watch(FaultAction::EndStream { after: 0 }));
-                *kinds.entry("end-stream").or_insert(0) += 1;
+                // Only request-time faults left and every watch idle: an ERROR 410 on an
+                // open stream makes that kind relist, which meets list faults too.
+                srv.inject(Fault::watch(FaultAction::ErrorGone));
+                *kinds.entry("error-410").or_insert(0) += 1;
                 injected += 1;
                 seen = (p + 1, Instant::now());
             }
@@ -811,7 +812,7 @@ fn api_fault_campaign() {
         assert!(t.running(), "tether exited\n{}", t.log());
     }
     // Drain: every injected fault meets a request. Request-time faults wait for a new
-    // request, which idle watches do not make: an extra stream fault (counted) ends one.
+    // request, which idle watches do not make: an extra ERROR 410 (counted) forces a relist.
     let mut nudges = 0usize;
     wait_ok(
         Duration::from_secs(180),
@@ -821,7 +822,7 @@ fn api_fault_campaign() {
             n => {
                 std::thread::sleep(Duration::from_millis(1500));
                 if srv.pending_faults() == n {
-                    srv.inject(Fault::watch(FaultAction::EndStream { after: 0 }));
+                    srv.inject(Fault::watch(FaultAction::ErrorGone));
                     nudges += 1;
                 }
                 Err(format!("{n} pending; requests: {:?}", last_requests(&srv)))
