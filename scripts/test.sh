@@ -21,3 +21,8 @@ if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
 fi
 echo "== cargo test" >&2
 cargo test --locked
+if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
+  # The fault campaigns' bounded CI tier (docs/reliability.md; --full runs the full counts).
+  echo "== faults (CI tier)" >&2
+  ./scripts/faults.sh --ci
+fi
