@@ -29,7 +29,6 @@ mod externalnode_vm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -607,67 +606,6 @@ fn ovsdb_restart_campaign() {
 // ---------------------------------------------------------------------------------------
 // Campaign 3: API faults during random changes
 
-/// A byte relay in `python3` (as externalnode_daemon.rs): TCP in the VM namespace → a unix
-/// socket → the test API server on 127.0.0.1 of the test's namespace.
-const RELAY: &str = "import socket,sys,threading
-def sock(spec):
-    kind,arg=spec.split(':',1)
-    if kind=='tcp':
-        return socket.socket(socket.AF_INET),('127.0.0.1',int(arg))
-    return socket.socket(socket.AF_UNIX),arg
-def pipe(a,b):
-    try:
-        while True:
-            d=a.recv(65536)
-            if not d: break
-            b.sendall(d)
-    except OSError: pass
-    for s in (a,b):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-ls,addr=sock(sys.argv[1])
-ls.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
-ls.bind(addr)
-ls.listen(64)
-print('ready',flush=True)
-while True:
-    c,_=ls.accept()
-    u,to=sock(sys.argv[2])
-    try: u.connect(to)
-    except OSError:
-        c.close(); continue
-    threading.Thread(target=pipe,args=(c,u),daemon=True).start()
-    threading.Thread(target=pipe,args=(u,c),daemon=True).start()";
-
-struct Relay(Child);
-
-impl Relay {
-    fn start(ns: Option<&Netns>, listen: &str, to: &str) -> Relay {
-        let argv = [PY, "-c", RELAY, listen, to];
-        let mut c = match ns {
-            Some(ns) => ns.command(&argv),
-            None => {
-                let mut c = std::process::Command::new(PY);
-                c.args(&argv[1..]);
-                c
-            }
-        };
-        let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-        Relay(child)
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn random_fault(rng: &mut Rng) -> (&'static str, Fault) {
     let after = rng.below(3);
     let (name, action, on_list) = match rng.below(10) {
@@ -722,12 +660,12 @@ fn api_fault_campaign() {
     let url = srv.url();
     let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
     let sock = bed.sb.path("api.sock");
-    let _outer = Relay::start(
+    let _outer = common::relay::Relay::start(
         None,
         &format!("unix:{}", sock.display()),
         &format!("tcp:{port}"),
     );
-    let _inner = Relay::start(
+    let _inner = common::relay::Relay::start(
         Some(bed.sb.ns()),
         "tcp:16443",
         &format!("unix:{}", sock.display()),

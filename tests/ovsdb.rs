@@ -75,7 +75,8 @@ fn ensure_bridge_settings_and_pinned_dpid() {
         row(&sb, "Bridge", "br-int", "other_config")[0][1][0][1],
         json!(dpid)
     );
-    // An existing bridge made elsewhere is brought to our settings.
+    // An existing bridge made elsewhere is brought to our settings, and its current DPID
+    // is the one pinned (a new DPID would drop every OpenFlow connection).
     sb.vsctl(&[
         "add-br",
         "br-x",
@@ -86,11 +87,18 @@ fn ensure_bridge_settings_and_pinned_dpid() {
         "datapath_type=netdev",
         "fail_mode=secure",
     ]);
+    let before = row(&sb, "Bridge", "br-x", "datapath_id")[0].clone();
     Bridge::ensure(c, "br-x", "netdev").unwrap();
-    let r = row(&sb, "Bridge", "br-x", "protocols,fail_mode,other_config");
+    let r = row(
+        &sb,
+        "Bridge",
+        "br-x",
+        "protocols,fail_mode,other_config,datapath_id",
+    );
     assert_eq!(r[0], json!(["set", ["OpenFlow10", "OpenFlow15"]]));
     assert_eq!(r[1], json!("standalone"));
-    assert_eq!(r[2][1][0][0], json!("datapath-id"));
+    assert_eq!(r[2], json!(["map", [["datapath-id", before.clone()]]]));
+    assert_eq!(r[3], before, "the DPID did not change");
 }
 
 #[test]

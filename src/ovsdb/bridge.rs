@@ -293,14 +293,19 @@ impl Bridge {
         name: &str,
         datapath_type: &str,
     ) -> Result<Bridge, OvsdbError> {
-        let existing = select_uuid(&client, "Bridge", name)?;
-        let dpid = random_dpid();
+        let existing = select_bridge(&client, name)?;
         let uuid = match existing {
-            Some(u) => {
+            Some((u, current)) => {
+                // Pin the DPID the bridge already has (when none is pinned yet): a new one
+                // would make vswitchd drop every OpenFlow connection to the bridge.
+                let dpid = current
+                    .filter(|d| d.len() == 16 && d.chars().all(|c| c.is_ascii_hexdigit()))
+                    .unwrap_or_else(random_dpid);
                 client.transact(&update_bridge_ops(&u, name, datapath_type, &dpid))?;
                 u
             }
             None => {
+                let dpid = random_dpid();
                 let r = client.transact(&create_bridge_ops(name, datapath_type, &dpid))?;
                 r.get(2)
                     .and_then(|r| r.uuid.clone())
@@ -582,17 +587,20 @@ impl Bridge {
     }
 }
 
-fn select_uuid(client: &Client, table: &str, name: &str) -> Result<Option<Uuid>, OvsdbError> {
+/// The bridge's UUID and current datapath_id, if it exists.
+fn select_bridge(
+    client: &Client,
+    name: &str,
+) -> Result<Option<(Uuid, Option<String>)>, OvsdbError> {
     let r = client.transact(&[Op::Select {
-        table: table.into(),
+        table: "Bridge".into(),
         conditions: vec![Condition::name(name)],
-        columns: Some(vec!["_uuid".into()]),
+        columns: Some(vec!["_uuid".into(), "datapath_id".into()]),
     }])?;
-    Ok(r.first()
-        .and_then(|r| r.rows.first())
-        .and_then(|row| row.get("_uuid"))
-        .and_then(Datum::as_uuid)
-        .cloned())
+    Ok(r.first().and_then(|r| r.rows.first()).and_then(|row| {
+        let uuid = row.get("_uuid").and_then(Datum::as_uuid)?.clone();
+        Some((uuid, opt_str(row, "datapath_id")))
+    }))
 }
 
 fn opt_str(row: &Row, col: &str) -> Option<String> {
