@@ -16,13 +16,12 @@ mod common;
 mod externalnode_vm;
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use common::relay::Relay;
 use common::{Sandbox, privileged, wait_for};
 use externalnode_vm::*;
 
@@ -276,21 +275,8 @@ fn daemon_from_the_api_server() {
     let vm = sb.ns();
     let before = snapshot(vm, "eth1");
     let srv = apiserver::ApiServer::start(apiserver::Options::default());
-    let url = srv.url();
-    let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
-    let sock: PathBuf = sb.path("api.sock");
-    let _outer = Relay::start(
-        None,
-        &format!("unix:{}", sock.display()),
-        &format!("tcp:{port}"),
-    );
-    let _inner = Relay::start(Some(vm), "tcp:16443", &format!("unix:{}", sock.display()));
-    let kubeconfig = sb.path("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:16443'}\nusers:\n- name: node\n  user: {}\ncontexts:\n- name: vm\n  context: {cluster: c, user: node}\n",
-    )
-    .unwrap();
+    let api = common::relay::ApiInNetns::new(vm, sb.dir(), &srv.url(), None);
+    let kubeconfig = &api.kubeconfig;
     let args = ["--kubeconfig", kubeconfig.to_str().unwrap()];
 
     let d = Daemon::start(&sb, &args, None);

@@ -657,25 +657,8 @@ fn api_fault_campaign() {
         history: 20,
         ..Options::default()
     });
-    let url = srv.url();
-    let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
-    let sock = bed.sb.path("api.sock");
-    let _outer = common::relay::Relay::start(
-        None,
-        &format!("unix:{}", sock.display()),
-        &format!("tcp:{port}"),
-    );
-    let _inner = common::relay::Relay::start(
-        Some(bed.sb.ns()),
-        "tcp:16443",
-        &format!("unix:{}", sock.display()),
-    );
-    let kubeconfig = bed.sb.path("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:16443'}\nusers:\n- name: node\n  user: {}\ncontexts:\n- name: vm\n  context: {cluster: c, user: node}\n",
-    )
-    .unwrap();
+    let api = common::relay::ApiInNetns::new(bed.sb.ns(), bed.sb.dir(), &srv.url(), None);
+    let kubeconfig = &api.kubeconfig;
     let src = ["--kubeconfig", kubeconfig.to_str().unwrap()];
 
     srv.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}}));

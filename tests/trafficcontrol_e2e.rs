@@ -491,30 +491,13 @@ fn mirror_from_the_api_server() {
         require_auth: true,
         ..Default::default()
     });
-    let port = srv
-        .url()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
-    let sock = bed.sb.path("api.sock");
-    let _outer = common::relay::Relay::start(
-        None,
-        &format!("unix:{}", sock.display()),
-        &format!("tcp:{port}"),
+    let api = common::relay::ApiInNetns::new(
+        bed.sb.ns(),
+        bed.sb.dir(),
+        &srv.url(),
+        Some("s3cret-node-token"),
     );
-    let _inner = common::relay::Relay::start(
-        Some(bed.sb.ns()),
-        "tcp:16443",
-        &format!("unix:{}", sock.display()),
-    );
-    let kubeconfig = bed.sb.path("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:16443'}\nusers:\n- name: node\n  user: {token: s3cret-node-token}\ncontexts:\n- name: vm\n  context: {cluster: c, user: node}\n",
-    )
-    .unwrap();
+    let kubeconfig = &api.kubeconfig;
     srv.create(
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}}),
     );

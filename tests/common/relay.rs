@@ -72,3 +72,51 @@ impl Drop for Relay {
         let _ = self.0.wait();
     }
 }
+
+/// The test API server (listening on 127.0.0.1 of the test's namespace at `server_url`)
+/// reachable from `ns` as `http://127.0.0.1:16443`, and a kubeconfig for it in `dir`
+/// (bearer `token` when given). Dropping it stops both relays.
+pub struct ApiInNetns {
+    _outer: Relay,
+    _inner: Relay,
+    pub kubeconfig: std::path::PathBuf,
+}
+
+impl ApiInNetns {
+    pub fn new(
+        ns: &Netns,
+        dir: &std::path::Path,
+        server_url: &str,
+        token: Option<&str>,
+    ) -> ApiInNetns {
+        let port = server_url
+            .rsplit(':')
+            .next()
+            .map(|p| p.trim_end_matches('/'))
+            .expect("server url with a port");
+        let sock = dir.join("api.sock");
+        let outer = Relay::start(
+            None,
+            &format!("unix:{}", sock.display()),
+            &format!("tcp:{port}"),
+        );
+        let inner = Relay::start(Some(ns), "tcp:16443", &format!("unix:{}", sock.display()));
+        let user = match token {
+            Some(t) => format!("{{token: {t}}}"),
+            None => "{}".to_string(),
+        };
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:16443'}}\nusers:\n- name: node\n  user: {user}\ncontexts:\n- name: vm\n  context: {{cluster: c, user: node}}\n"
+            ),
+        )
+        .expect("write kubeconfig");
+        ApiInNetns {
+            _outer: outer,
+            _inner: inner,
+            kubeconfig,
+        }
+    }
+}
