@@ -116,23 +116,6 @@ fn log_tail(sb: &Sandbox) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-const CONFIG: &str = "externalNode:
-  externalNodeNamespace: default
-  policyBypassRules:
-  - {direction: ingress, protocol: tcp, cidr: 203.0.113.0/24, port: 22}
-  - {direction: egress, protocol: icmp, cidr: \"2001:db8:2::/48\"}
-";
-
-const EN_YAML: &str = "apiVersion: crd.antrea.io/v1alpha1
-kind: ExternalNode
-metadata:
-  name: vm1
-  namespace: default
-spec:
-  interfaces:
-  - ips: [\"192.0.2.10\", \"2001:db8:1::10\"]
-";
-
 fn write_en(dir: &Path, yaml: Option<&str>) {
     let f = dir.join("en.yaml");
     match yaml {

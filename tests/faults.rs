@@ -165,23 +165,6 @@ fn summary(times: &[Duration], limit: Duration) -> String {
 // ---------------------------------------------------------------------------------------
 // The bed: the VM (EN) + Pods pa/pb + a collector with coll0/coll1, all on br-int
 
-const CONFIG: &str = "externalNode:
-  externalNodeNamespace: default
-  policyBypassRules:
-  - {direction: ingress, protocol: tcp, cidr: 203.0.113.0/24, port: 22}
-  - {direction: egress, protocol: icmp, cidr: \"2001:db8:2::/48\"}
-";
-
-const EN_YAML: &str = "apiVersion: crd.antrea.io/v1alpha1
-kind: ExternalNode
-metadata:
-  name: vm1
-  namespace: default
-spec:
-  interfaces:
-  - ips: [\"192.0.2.10\", \"2001:db8:1::10\"]
-";
-
 /// Port rows by name (count), Interface rows by name (count), ports listed on br-int.
 type Rows = (BTreeMap<String, usize>, BTreeMap<String, usize>, usize);
 

@@ -244,3 +244,22 @@ pub fn bridge_record(sb: &Sandbox) -> Option<String> {
     ])
     .ok()
 }
+
+/// An agent config with one IPv4 and one IPv6 policy-bypass rule (Antrea's keys).
+pub const CONFIG: &str = "externalNode:
+  externalNodeNamespace: default
+  policyBypassRules:
+  - {direction: ingress, protocol: tcp, cidr: 203.0.113.0/24, port: 22}
+  - {direction: egress, protocol: icmp, cidr: \"2001:db8:2::/48\"}
+";
+
+/// This node's ExternalNode (`vm1`) holding the VM NIC's IPv4 and IPv6 addresses.
+pub const EN_YAML: &str = "apiVersion: crd.antrea.io/v1alpha1
+kind: ExternalNode
+metadata:
+  name: vm1
+  namespace: default
+spec:
+  interfaces:
+  - ips: [\"192.0.2.10\", \"2001:db8:1::10\"]
+";
