@@ -88,15 +88,7 @@ fn mirror_egress_ingress_both_to_a_device() {
         );
     }
     // No-flood on the target port (OF1.0 view).
-    let show = bed.sb.ofctl(&["-O", "OpenFlow10", "show", "br-int"]);
-    let coll_line = show
-        .lines()
-        .skip_while(|l| !l.contains("(coll0)"))
-        .take(3)
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert!(coll_line.contains("NO_FLOOD"), "{coll_line}");
-    let _ = Duration::from_secs(0);
+    assert!(bed.no_flood("coll0"), "{:?}", bed.of10_port_block("coll0"));
 }
 
 fn start(bed: &Bed, log: &str) -> Tether {
@@ -190,14 +182,8 @@ fn redirect_through_a_middlebox_and_back() {
         "target and return see requests and replies; pb gets each request once"
     );
     // Both TC ports are kept out of flooding.
-    let show = bed.sb.ofctl(&["-O", "OpenFlow10", "show", "br-int"]);
     for p in ["tgt0", "ret0"] {
-        let block: String = show
-            .lines()
-            .skip_while(|l| !l.contains(&format!("({p})")))
-            .take(3)
-            .collect();
-        assert!(block.contains("NO_FLOOD"), "{p}: {block}");
+        assert!(bed.no_flood(p), "{p}: {:?}", bed.of10_port_block(p));
     }
 }
 
@@ -402,16 +388,7 @@ fn vswitchd_kill9_flows_and_no_flood_come_back() {
             .filter(|l| !l.is_empty())
             .collect();
         now.sort();
-        let show = bed
-            .sb
-            .try_ofctl(&["-O", "OpenFlow10", "show", "br-int"])
-            .ok()?;
-        let nf: String = show
-            .lines()
-            .skip_while(|l| !l.contains("(coll0)"))
-            .take(3)
-            .collect();
-        (now == before && nf.contains("NO_FLOOD")).then(|| t0.elapsed())
+        (now == before && bed.no_flood("coll0")).then(|| t0.elapsed())
     });
     eprintln!("flows and no-flood back {took:?} after the vswitchd restart");
     assert_eq!(bed.ping(0, 1, 3), 3);

@@ -129,6 +129,27 @@ impl Bed {
             .dump_flows("br-int", Some("cookie=0x10000000000/0xff0000000000"))
     }
 
+    /// The port's OF1.0 `show` block (`port (name): addr … config: …`), `None` when the
+    /// switch does not answer. No-flood exists only in OF1.0, so only OF1.0 shows it.
+    pub fn of10_port_block(&self, port: &str) -> Option<String> {
+        let show = self
+            .sb
+            .try_ofctl(&["-O", "OpenFlow10", "show", "br-int"])
+            .ok()?;
+        Some(
+            show.lines()
+                .skip_while(|l| !l.contains(&format!("({port})")))
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    }
+
+    pub fn no_flood(&self, port: &str) -> bool {
+        self.of10_port_block(port)
+            .is_some_and(|b| b.contains("NO_FLOOD"))
+    }
+
     pub fn ofport(&self, port: &str) -> u32 {
         self.sb
             .vsctl(&["get", "Interface", port, "ofport"])
