@@ -362,9 +362,20 @@ pub fn run(
                     break;
                 }
             },
-            recv(ovs_events) -> _ => {
+            recv(ovs_events) -> first => {
                 // Coalesce a burst of updates into one interface-store diff.
-                while ovs_events.try_recv().is_ok() {}
+                let mut reconnected = matches!(first, Ok(ovsdb::Event::Connected));
+                while let Ok(ev) = ovs_events.try_recv() {
+                    reconnected |= ev == ovsdb::Event::Connected;
+                }
+                if reconnected {
+                    // Syncs that failed while OVSDB was down would otherwise wait out their
+                    // 5 s+ backoff; the connection they needed is back now.
+                    let n = queue.retry_now();
+                    if n > 0 {
+                        log::info!("ovsdb connected: retrying {n} failed syncs now");
+                    }
+                }
                 let now = bridge.interfaces();
                 for k in tc.keys_for_ports(&ifs, &now) {
                     queue.add(Key::Tc(k));

@@ -253,6 +253,25 @@ impl<K: Clone + Eq + Hash + Send> WorkQueue<K> {
         }
     }
 
+    /// Hand out every key waiting out a backoff now, e.g. when the connection whose loss
+    /// made them fail is back. Failure counts are kept, so a key that fails again backs off
+    /// further. Returns how many keys were released.
+    pub fn retry_now(&self) -> usize {
+        let mut st = self.lock();
+        if st.shutdown {
+            return 0;
+        }
+        let keys: Vec<K> = st.delayed.drain().map(|(k, _)| k).collect();
+        let n = keys.len();
+        for k in keys {
+            Self::add_locked(&mut st, k);
+        }
+        if n > 0 {
+            self.cv.notify_all();
+        }
+        n
+    }
+
     /// `base · 2ⁿ` capped at `max` for the (n+1)-th consecutive failure.
     fn backoff(&self, failures: u32) -> Duration {
         self.cfg

@@ -7,12 +7,13 @@
 //!
 //! ```text
 //!   Disconnected --connect ok--> Monitoring --monitor reply--> Connected
-//!        ^  (backoff 1 s → 8 s)      |                            |
+//!        ^  (backoff 0.1 s → 2 s)    |                            |
 //!        +------- EOF / error / garbage / oversize ---------------+
 //! ```
 //! On every (re)connect the replica is rebuilt from the monitor reply, so it matches the
 //! server after an ovsdb-server restart. Requests made while disconnected fail fast with
-//! `Disconnected`; the callers' work queues retry them.
+//! `Disconnected`; the callers' work queues retry them, and retry at once on the
+//! [`Event::Connected`] that follows.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -78,8 +79,10 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             request_timeout: Duration::from_secs(10),
-            backoff_min: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(8),
+            // A restarted local server is back within a second or so; a failed connect() on
+            // a unix socket costs microseconds, so the first retries come quickly.
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
             max_message: DEFAULT_MAX_MESSAGE,
         }
     }
@@ -440,8 +443,10 @@ impl Owner {
                 );
             } else {
                 log::warn!(
-                    "ovsdb remote={} down: {reason}; retrying every 1-8 s",
-                    self.remote
+                    "ovsdb remote={} down: {reason}; retrying every {:?}-{:?}",
+                    self.remote,
+                    self.opts.backoff_min,
+                    self.opts.backoff_max
                 );
                 logged_down = true;
             }

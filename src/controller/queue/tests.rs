@@ -158,3 +158,41 @@ fn blocking_get_hands_out_keys_across_threads_one_at_a_time() {
     }
     assert!(synced.load(Ordering::SeqCst) >= 5);
 }
+
+#[test]
+fn retry_now_releases_backed_off_keys_and_keeps_their_failure_counts() {
+    let (q, clock) = queue();
+    q.add(k("a"));
+    q.add(k("b"));
+    q.add(k("c"));
+    let a = q.try_get().unwrap();
+    let b = q.try_get().unwrap();
+    q.done(a, Outcome::Failure);
+    q.done(b, Outcome::Failure);
+    assert_eq!(
+        q.due_at(&k("a")),
+        Some(clock.now() + Duration::from_secs(5))
+    );
+    // "c" is still ready, "a" and "b" wait 5 s.
+    assert_eq!(q.retry_now(), 2);
+    assert_eq!(q.due_at(&k("a")), None);
+    let mut got = vec![
+        q.try_get().unwrap(),
+        q.try_get().unwrap(),
+        q.try_get().unwrap(),
+    ];
+    got.sort();
+    assert_eq!(got, vec![k("a"), k("b"), k("c")]);
+    assert_eq!(q.try_get(), None);
+    // The next failure backs off further (10 s), not from the start.
+    q.done(k("a"), Outcome::Failure);
+    assert_eq!(q.failures(&k("a")), 2);
+    assert_eq!(
+        q.due_at(&k("a")),
+        Some(clock.now() + Duration::from_secs(10))
+    );
+    q.done(k("b"), Outcome::Success);
+    q.done(k("c"), Outcome::Success);
+    assert_eq!(q.retry_now(), 1);
+    assert_eq!(q.retry_now(), 0);
+}
