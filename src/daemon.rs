@@ -13,7 +13,7 @@
 //! Stopping (the `stop` channel, fed by SIGTERM/SIGINT in `main`) leaves every flow and
 //! port in place: the VM stays reachable while tether is down.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -304,29 +304,21 @@ pub fn run(
         source: Some(source.clone()),
         status: Some(status_server),
     };
+    let workers = Workers {
+        queue: queue.clone(),
+        tc: tc.clone(),
+        en: en.clone(),
+        bridge: bridge.clone(),
+        flows: flows.clone(),
+        initial: initial.clone(),
+        metrics: metrics.clone(),
+        reported: Arc::new(Mutex::new(HashMap::new())),
+    };
     for i in 0..TC_WORKERS {
-        let (queue, tc, en, bridge, flows, initial, metrics) = (
-            queue.clone(),
-            tc.clone(),
-            en.clone(),
-            bridge.clone(),
-            flows.clone(),
-            initial.clone(),
-            metrics.clone(),
-        );
+        let w = workers.clone();
         let h = std::thread::Builder::new()
             .name(format!("tc-worker-{i}"))
-            .spawn(move || {
-                worker(
-                    &queue,
-                    &tc,
-                    &en,
-                    bridge.as_ref(),
-                    flows.as_ref(),
-                    &initial,
-                    &metrics,
-                );
-            })
+            .spawn(move || w.run())
             .map_err(|e| DaemonError::Setup(format!("spawn worker: {e}")))?;
         running.threads.push(h);
     }
@@ -537,49 +529,90 @@ fn on_kube_event(
     }
 }
 
-fn worker(
-    queue: &WorkQueue<Key>,
-    tc: &TcController,
-    en: &EnController,
-    bridge: &dyn OvsBridge,
-    flows: &dyn Flows,
-    initial: &Mutex<Option<HashSet<Key>>>,
-    metrics: &Metrics,
-) {
-    while let Some(key) = queue.get() {
-        let started = std::time::Instant::now();
-        let outcome = match &key {
-            Key::Tc(name) => match tc.sync(name) {
-                Ok(()) => Outcome::Success,
-                Err(e) => {
-                    log::warn!("tc={name} sync failed (retrying with backoff): {e}");
-                    Outcome::Failure
-                }
-            },
-            Key::En => match en.sync() {
-                Ok(()) => Outcome::Success,
-                Err(e) => {
-                    log::warn!("externalnode sync failed (retrying with backoff): {e}");
-                    Outcome::Failure
-                }
-            },
-            Key::L2 => match flows.apply(L2_OWNER, l2_flows(&bridge.interfaces())) {
-                Ok(()) => Outcome::Success,
-                Err(e) => {
-                    log::warn!("l2 forwarding flows failed (retrying with backoff): {e}");
-                    Outcome::Failure
-                }
-            },
-        };
-        metrics.record_sync(
-            key_kind(&key),
-            matches!(outcome, Outcome::Success),
-            started.elapsed(),
-        );
-        if let Some(left) = initial.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            left.remove(&key);
+/// What the sync workers share.
+#[derive(Clone)]
+struct Workers {
+    queue: Arc<WorkQueue<Key>>,
+    tc: Arc<TcController>,
+    en: Arc<EnController>,
+    bridge: Arc<dyn OvsBridge>,
+    flows: Arc<dyn Flows>,
+    initial: Arc<Mutex<Option<HashSet<Key>>>>,
+    metrics: Arc<Metrics>,
+    /// The permanent error last logged per TC, so re-syncs of an unchanged invalid object
+    /// (after a reconnect, say) do not log it again.
+    reported: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl Workers {
+    fn run(&self) {
+        while let Some(key) = self.queue.get() {
+            let started = std::time::Instant::now();
+            // (synced, retry): a failure is retried with backoff unless only a change of
+            // the object can fix it.
+            let (ok, retry) = match &key {
+                Key::Tc(name) => self.sync_tc(name),
+                Key::En => match self.en.sync() {
+                    Ok(()) => (true, false),
+                    Err(e) => {
+                        log::warn!("externalnode sync failed (retrying with backoff): {e}");
+                        (false, true)
+                    }
+                },
+                Key::L2 => match self
+                    .flows
+                    .apply(L2_OWNER, l2_flows(&self.bridge.interfaces()))
+                {
+                    Ok(()) => (true, false),
+                    Err(e) => {
+                        log::warn!("l2 forwarding flows failed (retrying with backoff): {e}");
+                        (false, true)
+                    }
+                },
+            };
+            self.metrics
+                .record_sync(key_kind(&key), ok, started.elapsed());
+            if let Some(left) = self
+                .initial
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+            {
+                left.remove(&key);
+            }
+            let outcome = if retry {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
+            self.queue.done(key, outcome);
         }
-        queue.done(key, outcome);
+    }
+
+    fn sync_tc(&self, name: &str) -> (bool, bool) {
+        let result = self.tc.sync(name);
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(()) => {
+                reported.remove(name);
+                (true, false)
+            }
+            Err(e) if e.is_permanent() => {
+                let text = e.to_string();
+                if reported.get(name) == Some(&text) {
+                    log::debug!("tc={name} still skipped: {text}");
+                } else {
+                    log::warn!("tc={name} skipped until the object changes: {text}");
+                    reported.insert(name.to_string(), text);
+                }
+                (false, false)
+            }
+            Err(e) => {
+                reported.remove(name);
+                log::warn!("tc={name} sync failed (retrying with backoff): {e}");
+                (false, true)
+            }
+        }
     }
 }
 

@@ -32,6 +32,13 @@ pub enum SyncError {
     Flows(OfError),
 }
 
+impl SyncError {
+    /// Only a new version of the object can fix it: retrying the same spec cannot.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, SyncError::Invalid(_))
+    }
+}
+
 impl std::fmt::Display for SyncError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
