@@ -539,8 +539,8 @@ struct Workers {
     flows: Arc<dyn Flows>,
     initial: Arc<Mutex<Option<HashSet<Key>>>>,
     metrics: Arc<Metrics>,
-    /// The permanent error last logged per TC, so re-syncs of an unchanged invalid object
-    /// (after a reconnect, say) do not log it again.
+    /// The permanent error last logged per object (`tc=<name>`, `externalnode`), so
+    /// re-syncs of an unchanged invalid object (after a reconnect, say) do not log it again.
     reported: Arc<Mutex<HashMap<String, String>>>,
 }
 
@@ -551,14 +551,16 @@ impl Workers {
             // (synced, retry): a failure is retried with backoff unless only a change of
             // the object can fix it.
             let (ok, retry) = match &key {
-                Key::Tc(name) => self.sync_tc(name),
-                Key::En => match self.en.sync() {
-                    Ok(()) => (true, false),
-                    Err(e) => {
-                        log::warn!("externalnode sync failed (retrying with backoff): {e}");
-                        (false, true)
-                    }
-                },
+                Key::Tc(name) => {
+                    let r = self.tc.sync(name);
+                    let permanent = r.as_ref().is_err_and(|e| e.is_permanent());
+                    self.report(&format!("tc={name}"), r, permanent)
+                }
+                Key::En => {
+                    let r = self.en.sync();
+                    let permanent = r.as_ref().is_err_and(|e| e.is_permanent());
+                    self.report("externalnode", r, permanent)
+                }
                 Key::L2 => match self
                     .flows
                     .apply(L2_OWNER, l2_flows(&self.bridge.interfaces()))
@@ -589,27 +591,33 @@ impl Workers {
         }
     }
 
-    fn sync_tc(&self, name: &str) -> (bool, bool) {
-        let result = self.tc.sync(name);
+    /// Log a sync's result; returns (synced, retry). A permanent error is logged once
+    /// while it stays the same, and is not retried.
+    fn report<E: std::fmt::Display>(
+        &self,
+        who: &str,
+        result: Result<(), E>,
+        permanent: bool,
+    ) -> (bool, bool) {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(()) => {
-                reported.remove(name);
+                reported.remove(who);
                 (true, false)
             }
-            Err(e) if e.is_permanent() => {
+            Err(e) if permanent => {
                 let text = e.to_string();
-                if reported.get(name) == Some(&text) {
-                    log::debug!("tc={name} still skipped: {text}");
+                if reported.get(who) == Some(&text) {
+                    log::debug!("{who} still skipped: {text}");
                 } else {
-                    log::warn!("tc={name} skipped until the object changes: {text}");
-                    reported.insert(name.to_string(), text);
+                    log::warn!("{who} skipped until the object changes: {text}");
+                    reported.insert(who.to_string(), text);
                 }
                 (false, false)
             }
             Err(e) => {
-                reported.remove(name);
-                log::warn!("tc={name} sync failed (retrying with backoff): {e}");
+                reported.remove(who);
+                log::warn!("{who} sync failed (retrying with backoff): {e}");
                 (false, true)
             }
         }

@@ -552,6 +552,9 @@ fn invalid_spec_is_an_error_naming_the_en() {
         matches!(&e, EnError::Invalid { en, .. } if en == "default/vm1"),
         "{e}"
     );
+    assert!(e.is_permanent());
+    // A NIC not found (yet) may appear later: retried.
+    assert!(!EnError::NicNotFound { ips: vec![] }.is_permanent());
 }
 
 #[test]

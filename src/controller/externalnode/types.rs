@@ -127,6 +127,13 @@ pub enum EnError {
     Many(Vec<EnError>),
 }
 
+impl EnError {
+    /// Only a new version of the ExternalNode can fix it: retrying the same spec cannot.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, EnError::Invalid { .. })
+    }
+}
+
 impl fmt::Display for EnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -729,6 +729,8 @@ fn invalid_tc_is_reported_and_removes_what_it_had() {
     ));
     let err = e.c.sync("tc1").unwrap_err();
     assert!(matches!(err, SyncError::Invalid(_)));
+    // Not retried: only a new version of the object can fix it.
+    assert!(err.is_permanent());
     assert!(
         err.to_string().contains("spec.targetPort.vxlan.vni"),
         "{err}"
