@@ -705,3 +705,45 @@ fn wait_gone_returns_once_the_link_is_deleted() {
         );
     });
 }
+
+/// Dumps that span many datagrams end at NLMSG_DONE with every entry, and the socket stays
+/// usable: 500 IPv4 addresses, 250 IPv4 and 500 IPv6 routes (tens of KB each), read twice.
+#[test]
+fn large_dumps_return_every_entry() {
+    if !privileged("large_dumps_return_every_entry") {
+        return;
+    }
+    in_netns("large_dumps_return_every_entry", |ns| {
+        no_dad(ns);
+        veth(ns, "eth1", "peer1");
+        let mut batch = String::new();
+        for b in 1..=250u32 {
+            batch.push_str(&format!("address add 198.51.100.{b}/32 dev eth1\n"));
+            batch.push_str(&format!("address add 192.0.2.{b}/32 dev eth1\n"));
+            batch.push_str(&format!("route add 203.0.113.{b}/32 dev eth1\n"));
+            batch.push_str(&format!("route add 2001:db8:5::{b:x}/128 dev eth1\n"));
+            batch.push_str(&format!("route add 2001:db8:6::{b:x}/128 dev eth1\n"));
+        }
+        let file = std::env::temp_dir().join(format!("tt-nl-batch-{}", std::process::id()));
+        std::fs::write(&file, batch).unwrap();
+        ns.ip(&["-batch", file.to_str().unwrap()]);
+        let _ = std::fs::remove_file(&file);
+
+        let rt = Rtnl::connect().unwrap();
+        let i = rt.link_by_name("eth1").unwrap().index;
+        for _ in 0..2 {
+            let addrs = rt.addrs(Some(i)).unwrap();
+            assert_eq!(addrs.iter().filter(|a| a.local.is_ipv4()).count(), 500);
+            let routes = rt.routes(i).unwrap();
+            let host = |v6: bool| {
+                routes
+                    .iter()
+                    .filter(|r| r.is_ipv6() == v6 && r.dst.len == if v6 { 128 } else { 32 })
+                    .count()
+            };
+            assert_eq!((host(false), host(true)), (250, 500));
+            // A request with an ACK between the dumps.
+            assert_eq!(rt.link_by_index(i).unwrap().name, "eth1");
+        }
+    });
+}

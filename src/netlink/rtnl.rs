@@ -9,26 +9,28 @@
 //! (Linux ≥ 4.20).
 //!
 //! Replies are awaited without a timeout: the kernel handles an rtnetlink request inside
-//! the `sendmsg` that carries it (a dump continues as neli's thread drains it), so the
-//! answer is already queued, or on its way, when `send` returns.
+//! the `sendmsg` that carries it (a dump continues as we read it), so the answer is already
+//! queued, or on its way, when `send` returns.
 //!
-//! Threads: `NlRouter::connect` starts one unnamed background thread (neli's epoll loop; we
-//! cannot name it) that lives as long as the [`Rtnl`]. Requests from several threads are
-//! matched to replies by sequence number, so one `Rtnl` may be shared.
+//! Threads: none of its own. neli's router would start an epoll thread that wakes up ten
+//! times a second for good; a plain socket read by the requesting thread costs nothing while
+//! idle. One request is in flight at a time (a mutex around the socket); replies are matched
+//! by sequence number, and replies left over from an exchange that ended early are skipped.
 
 use std::fmt::Debug;
+use std::sync::Mutex;
 
 use neli::consts::nl::NlmF;
 use neli::consts::rtnl::{
     Ifa, IfaF, Iff, Ifla, RtAddrFamily, RtScope, RtTable, Rta, RtaType, Rtm, RtmF, Rtn, Rtprot,
 };
 use neli::consts::socket::NlFamily;
-use neli::err::RouterError;
 use neli::nl::NlPayload;
-use neli::router::synchronous::{NlRouter, NlRouterReceiverHandle};
+use neli::nl::NlmsghdrBuilder;
 use neli::rtnl::{
     Ifaddrmsg, IfaddrmsgBuilder, Ifinfomsg, IfinfomsgBuilder, RtattrBuilder, Rtmsg, RtmsgBuilder,
 };
+use neli::socket::synchronous::NlSocketHandle;
 use neli::types::{Buffer, RtBuffer};
 use neli::utils::Groups;
 use neli::{FromBytesWithInput, Size, ToBytes};
@@ -46,26 +48,34 @@ const NLA_FLAGS: u16 = 0xc000;
 
 /// rtnetlink for the network namespace the process is in.
 pub struct Rtnl {
-    router: NlRouter,
+    /// The socket and the next sequence number; held for a whole exchange.
+    socket: Mutex<(NlSocketHandle, u32)>,
 }
 
+/// `NLMSG_ERROR` and `NLMSG_DONE` (`linux/netlink.h`).
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+
 impl Rtnl {
-    /// Open the socket (and neli's receive thread). Needs no privilege; changing anything
-    /// needs CAP_NET_ADMIN.
+    /// Open the socket. Needs no privilege; changing anything needs CAP_NET_ADMIN.
     pub fn connect() -> Result<Rtnl, LinkError> {
         let what = "open rtnetlink socket";
-        let (router, _multicast) = NlRouter::connect(NlFamily::Route, None, Groups::empty())
-            .map_err(|e| LinkError::Netlink {
-                what: what.into(),
-                detail: e.to_string(),
+        let socket =
+            NlSocketHandle::connect(NlFamily::Route, None, Groups::empty()).map_err(|e| {
+                LinkError::Netlink {
+                    what: what.into(),
+                    detail: e.to_string(),
+                }
             })?;
-        router
+        socket
             .enable_strict_checking(true)
             .map_err(|e| LinkError::Netlink {
                 what: "enable NETLINK_GET_STRICT_CHK".into(),
                 detail: e.to_string(),
             })?;
-        Ok(Rtnl { router })
+        Ok(Rtnl {
+            socket: Mutex::new((socket, 1)),
+        })
     }
 
     /// Send one request and read every reply. `decode` turns each reply body into a value
@@ -84,47 +94,81 @@ impl Rtnl {
         P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug + Clone,
     {
         let dump = flags.contains(NlmF::DUMP);
+        let net = |detail: String| LinkError::Netlink {
+            what: what.into(),
+            detail,
+        };
+        let mut guard = self.socket.lock().unwrap_or_else(|e| e.into_inner());
+        let (socket, next_seq) = &mut *guard;
         for _ in 0..DUMP_ATTEMPTS {
-            let recv: NlRouterReceiverHandle<Rtm, P> = self
-                .router
-                .send(Rtm::from(ty), flags, NlPayload::Payload(body.clone()))
-                .map_err(|e| router_error(what, e))?;
+            let seq = *next_seq;
+            *next_seq = next_seq.wrapping_add(1);
+            let msg = NlmsghdrBuilder::default()
+                .nl_type(Rtm::from(ty))
+                .nl_flags(flags | NlmF::REQUEST)
+                .nl_pid(socket.pid())
+                .nl_seq(seq)
+                .nl_payload(NlPayload::Payload(body.clone()))
+                .build()
+                .map_err(|e| build_error(what, e))?;
+            socket
+                .send(&msg)
+                .map_err(|e| net(format!("send failed: {e}")))?;
             let mut out = Vec::new();
-            let mut acked = false;
             let mut interrupted = false;
-            for msg in recv {
-                let msg = msg.map_err(|e| router_error(what, e))?;
-                interrupted |= msg.nl_flags().contains(NlmF::DUMP_INTR);
-                match msg.nl_payload() {
-                    NlPayload::Ack(_) => acked = true,
-                    NlPayload::Payload(p) => {
-                        if let Some(v) = decode(p).map_err(|detail| LinkError::Netlink {
-                            what: what.into(),
-                            detail,
-                        })? {
-                            out.push(v);
-                        }
+            // Ends at the ACK or error (a request), NLMSG_DONE (a dump) or the one reply
+            // of a GET without NLM_F_ACK.
+            let mut done = false;
+            let mut acked = false;
+            while !done {
+                let (msgs, _) = socket
+                    .recv::<Rtm, P>()
+                    .map_err(|e| net(format!("receive failed: {e}")))?;
+                for m in msgs {
+                    let m = m.map_err(|e| net(format!("cannot parse a reply: {e}")))?;
+                    if *m.nl_seq() != seq || *m.nl_pid() != socket.pid() {
+                        continue;
                     }
-                    NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
-                    NlPayload::DumpExtAck(_) | NlPayload::Empty => {}
+                    interrupted |= m.nl_flags().contains(NlmF::DUMP_INTR);
+                    let nl_type = u16::from(*m.nl_type());
+                    match m.nl_payload() {
+                        NlPayload::Ack(_) => {
+                            acked = true;
+                            done = true;
+                        }
+                        NlPayload::Err(e) => return Err(LinkError::from_errno(-*e.error(), what)),
+                        // A dump that failed part-way says so in its NLMSG_DONE.
+                        NlPayload::DumpExtAck(e) if *e.error() != 0 => {
+                            return Err(LinkError::from_errno(-*e.error(), what));
+                        }
+                        NlPayload::Payload(p) if nl_type != NLMSG_DONE => {
+                            if let Some(v) = decode(p).map_err(&net)? {
+                                out.push(v);
+                            }
+                            if !m.nl_flags().contains(NlmF::MULTI) && !flags.contains(NlmF::ACK) {
+                                done = true;
+                            }
+                        }
+                        _ => {}
+                    }
+                    if done || nl_type == NLMSG_DONE || nl_type == NLMSG_ERROR {
+                        done = true;
+                        break;
+                    }
                 }
             }
             if dump && interrupted {
                 log::debug!("netlink dump interrupted, re-reading what=\"{what}\"");
                 continue;
             }
-            if !dump && !acked {
-                return Err(LinkError::Netlink {
-                    what: what.into(),
-                    detail: "the kernel sent no ACK".into(),
-                });
+            if !dump && flags.contains(NlmF::ACK) && !acked {
+                return Err(net("the kernel sent no ACK".into()));
             }
             return Ok(out);
         }
-        Err(LinkError::Netlink {
-            what: what.into(),
-            detail: format!("dump interrupted by concurrent changes {DUMP_ATTEMPTS} times"),
-        })
+        Err(net(format!(
+            "dump interrupted by concurrent changes {DUMP_ATTEMPTS} times"
+        )))
     }
 
     /// A request whose only reply is the ACK.
@@ -319,16 +363,6 @@ impl Links for Rtnl {
         let body = route_msg(&what, hdr, attrs)?;
         let r = self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body);
         self.named(route.oif, r)
-    }
-}
-
-fn router_error<P: Debug>(what: &str, e: RouterError<Rtm, P>) -> LinkError {
-    match e {
-        RouterError::Nlmsgerr(m) => LinkError::from_errno(-*m.error(), what),
-        other => LinkError::Netlink {
-            what: what.into(),
-            detail: other.to_string(),
-        },
     }
 }
 

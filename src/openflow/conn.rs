@@ -212,7 +212,8 @@ enum ReadError {
     Io(String),
 }
 
-/// How long one blocking read waits before the reader looks at its stop flag.
+/// How long the HELLO read, and a reader blocked on a full channel, wait before looking
+/// again (at the deadline, at the stop flag).
 const READ_TICK: Duration = Duration::from_millis(200);
 /// Writes go out in pieces this big, so replies are drained while a big batch is sent.
 const WRITE_CHUNK: usize = 128 * 1024;
@@ -515,6 +516,11 @@ impl Owner {
                 )));
             }
         }
+        // From here on reads block without a timeout (an idle daemon should not wake up to
+        // poll); dropping the Link shuts the socket down, which ends a blocked read.
+        stream
+            .set_read_timeout(None)
+            .map_err(|e| self.io_err("socket options", e))?;
         let rstream = stream
             .try_clone()
             .map_err(|e| self.io_err("clone socket", e))?;

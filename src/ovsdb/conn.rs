@@ -300,16 +300,10 @@ impl Stream {
         })
     }
 
-    fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()> {
+    fn set_write_timeout(&self, write: Duration) -> std::io::Result<()> {
         match self {
-            Stream::Unix(s) => {
-                s.set_read_timeout(Some(read))?;
-                s.set_write_timeout(Some(write))
-            }
-            Stream::Tcp(s) => {
-                s.set_read_timeout(Some(read))?;
-                s.set_write_timeout(Some(write))
-            }
+            Stream::Unix(s) => s.set_write_timeout(Some(write)),
+            Stream::Tcp(s) => s.set_write_timeout(Some(write)),
         }
     }
 
@@ -343,10 +337,9 @@ impl Write for Stream {
     }
 }
 
-/// How often the reader checks for shutdown while the socket is quiet.
-const READ_POLL: Duration = Duration::from_millis(500);
-
-/// Reader thread: bytes → messages. Ends on EOF, error, or when told to stop.
+/// Reader thread: bytes → messages. Ends on EOF, error, or when told to stop. Its reads
+/// block without a timeout (an idle daemon should not wake up to poll): the owner ends a
+/// session by shutting the socket down, which makes a blocked read return.
 fn read_loop(
     mut s: Stream,
     max: usize,
@@ -484,7 +477,7 @@ impl Owner {
     fn session(&mut self, stream: Stream) -> (String, bool) {
         let io_timeout = Duration::from_secs(5);
         let setup = stream
-            .set_timeouts(READ_POLL, io_timeout)
+            .set_write_timeout(io_timeout)
             .and_then(|_| stream.try_clone());
         let reader_stream = match setup {
             Ok(s) => s,
@@ -507,6 +500,8 @@ impl Owner {
         let reason = self.drive(&mut writer, &frames, &mut pending, &mut monitored);
         stop.store(true, Ordering::SeqCst);
         writer.shutdown();
+        // A reader blocked on a full channel must see it closed, or the join would hang.
+        drop(frames);
         let _ = reader.join();
         for (_, p) in pending.drain() {
             if let PendingKind::User(reply) = p.kind {
