@@ -20,6 +20,7 @@ mod common;
 #[path = "../tests/e2e/mod.rs"]
 mod e2e;
 
+use std::collections::BTreeMap;
 use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -50,18 +51,29 @@ fn usage(pid: u32) -> (f64, u64) {
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    let mut switches = 0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let status =
-            std::fs::read_to_string(task.unwrap().path().join("status")).unwrap_or_default();
-        switches += status
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-    }
+    let switches = per_thread(pid).values().sum();
     #[allow(clippy::cast_precision_loss)] // tick counts are far below 2^52
     (ticks as f64 / USER_HZ, switches)
+}
+
+/// Voluntary context switches per thread (`tid name` → count).
+fn per_thread(pid: u32) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path();
+        let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let tid = path.file_name().unwrap().to_string_lossy().to_string();
+        let n = field("voluntary_ctxt_switches:").parse().unwrap_or(0);
+        out.insert(format!("{tid} {}", field("Name:")), n);
+    }
+    out
 }
 
 struct Daemon(Child);
@@ -163,11 +175,19 @@ fn main() {
     let pid = d.0.id();
     let vswitchd = bed.sb.pid("ovs-vswitchd").unwrap();
     let (c0, w0) = usage(pid);
+    let threads0 = per_thread(pid);
     let (b0, bw0) = usage(vswitchd);
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(idle_secs));
     let window = t0.elapsed().as_secs_f64();
     let (c1, w1) = usage(pid);
+    // Which threads wake up while idle (stderr: a diagnosis, not a figure).
+    for (t, n) in per_thread(pid) {
+        let d = n - threads0.get(&t).copied().unwrap_or(0);
+        if d > 0 {
+            eprintln!("idle wake-ups: thread {t}: {d}");
+        }
+    }
     let (b1, bw1) = usage(vswitchd);
     stop(d);
     let (cpu, base) = ((c1 - c0) * 1000.0, (b1 - b0) * 1000.0);

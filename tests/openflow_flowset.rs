@@ -221,11 +221,15 @@ fn keepalive_probes_after_silence_and_gives_up_after_another_interval() {
     let t0 = Instant::now();
     let s = Duration::from_secs(1);
     let mut k = Keepalive::new(5 * s, t0);
+    assert_eq!(k.next_due(), t0 + 5 * s);
     assert_eq!(k.poll(t0 + 4 * s), KeepaliveAction::Nothing);
     assert_eq!(k.poll(t0 + 5 * s), KeepaliveAction::SendEcho);
+    // Probe out: due again when the answer is overdue.
+    assert_eq!(k.next_due(), t0 + 10 * s);
     assert_eq!(k.poll(t0 + 6 * s), KeepaliveAction::Nothing);
     // An answer (anything received) resets it.
     k.received(t0 + 7 * s);
+    assert_eq!(k.next_due(), t0 + 12 * s);
     assert_eq!(k.poll(t0 + 11 * s), KeepaliveAction::Nothing);
     assert_eq!(k.poll(t0 + 12 * s), KeepaliveAction::SendEcho);
     assert_eq!(k.poll(t0 + 16 * s), KeepaliveAction::Nothing);

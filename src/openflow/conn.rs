@@ -546,8 +546,12 @@ impl Owner {
     }
 
     fn serve(&mut self, mut link: Link) -> Served {
-        let tick = Duration::from_millis(500).min(self.opts.keepalive);
         let result = loop {
+            // Sleep until the keepalive is due, not on a tick: an idle daemon stays asleep.
+            let wait = link
+                .keepalive
+                .next_due()
+                .saturating_duration_since(Instant::now());
             let step = select! {
                 recv(self.cmds) -> cmd => match cmd {
                     Ok(Cmd::Transact { bodies, reply }) => self.send_batch(&mut link, bodies, reply),
@@ -558,7 +562,7 @@ impl Owner {
                     Ok(Incoming::Closed(e)) => Err(e),
                     Err(_) => Err(self.io_err("reader", "stopped")),
                 },
-                default(tick) => Ok(()),
+                default(wait) => Ok(()),
             };
             if let Err(e) = step {
                 break Served::Lost(e);

@@ -63,6 +63,15 @@ impl Keepalive {
         self.probe_sent = None;
     }
 
+    /// When [`Keepalive::poll`] next has something to do: the owner sleeps until then
+    /// (or until a message arrives) instead of ticking.
+    pub fn next_due(&self) -> Instant {
+        match self.probe_sent {
+            Some(t) => t + self.interval,
+            None => self.last_rx + self.interval,
+        }
+    }
+
     pub fn poll(&mut self, now: Instant) -> KeepaliveAction {
         match self.probe_sent {
             Some(t) if now.duration_since(t) >= self.interval => KeepaliveAction::Dead,
