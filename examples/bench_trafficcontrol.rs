@@ -171,6 +171,11 @@ fn cold_start(sb: &common::Sandbox) {
         );
     };
     t.wait_log("first full sync done", Duration::from_secs(60));
+    // Diagnosis (stderr): each flow-table commit makes vswitchd re-translate every port.
+    let coverage = sb.appctl(&["-t", "ovs-vswitchd", "coverage/show"]);
+    if let Some(l) = coverage.lines().find(|l| l.starts_with("rev_flow_table")) {
+        eprintln!("vswitchd flow-table commits during the cold start: {l}");
+    }
     let rss = vm_hwm_mb(t.pid().unwrap());
     let cpu = cpu_seconds(t.pid().unwrap());
     let vsw = cpu_seconds(sb.pid("ovs-vswitchd").unwrap()) - vsw0;

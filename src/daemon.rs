@@ -23,6 +23,7 @@ use crossbeam_channel::{Receiver, bounded, never, select, tick};
 
 use crate::config::{Config, Source as SourceKind};
 use crate::controller::bridge::{LiveBridge, OvsBridge};
+use crate::controller::deferred::DeferredFlows;
 use crate::controller::externalnode::{EnConfig, EnController, parse_bypass_rules};
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
@@ -243,10 +244,12 @@ pub fn run(
         inner: of.clone(),
         metrics: metrics.clone(),
     });
+    // TC flows wait for the end of the first full sync and go out as one bundle.
+    let deferred = Arc::new(DeferredFlows::new(flows.clone(), Category::TRAFFIC_CONTROL));
     let tc = Arc::new(TcController::new(
         stores.clone(),
         bridge.clone(),
-        flows.clone(),
+        deferred.clone(),
     ));
     let bypass_rules = parse_bypass_rules(&cfg.policy_bypass_rules).map_err(DaemonError::Config)?;
     let links = Arc::new(
@@ -409,6 +412,16 @@ pub fn run(
                         }
                         Some(left) if left.is_empty() => {
                             drop(init);
+                            let failed = deferred.flush();
+                            if !failed.is_empty() {
+                                for (owner, e) in &failed {
+                                    log::warn!("first full sync: flows of {owner} failed: {e}");
+                                }
+                                // Deferral is over: their syncs now apply one by one.
+                                for k in stores.traffic_controls.keys() {
+                                    queue.add(Key::Tc(k));
+                                }
+                            }
                             first_full_sync(&tc, of.as_ref(), bridge.as_ref(), prev_round, round);
                             if let Some(r) = ready.take() {
                                 probe.ready.store(true, std::sync::atomic::Ordering::SeqCst);

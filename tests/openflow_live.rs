@@ -482,3 +482,65 @@ fn no_flood_is_reapplied_to_a_port_that_comes_back_late() {
     sb.vsctl(&["del-port", "br-int", "tc0"]);
     of.set_no_flood(tc0, false).unwrap();
 }
+
+#[test]
+fn apply_many_installs_every_owner_and_isolates_a_bad_one() {
+    if !privileged("apply_many_installs_every_owner_and_isolates_a_bad_one") {
+        return;
+    }
+    let sb = sandbox();
+    let of = start(&sb, 1);
+    let mut tc_a = vec![cases::tcp_flow(), cases::v6_flow()];
+    tc_a.extend(cases::udp_icmp_flows());
+    // Three owners, one bundle: exactly what three applies install.
+    let failed = of.apply_many(vec![
+        (TC_A, tc_a.clone()),
+        (TC_B, output_flows()),
+        (EN, en_flows()),
+    ]);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(sb.dump_flows("br-int", None), all_expected());
+    let a_before = of.installed(TC_A);
+
+    // TC_A now asks for a flow the switch rejects, EN for a key TC_B holds (a conflict
+    // found before sending), TC_B for one flow less: only TC_B changes, and the errors
+    // name their owners.
+    let bad = Flow::new(2, 200)
+        .matching(MatchField::TcpDst(80))
+        .actions([Action::output(1)]);
+    let mut b_less = output_flows();
+    b_less.pop();
+    let failed = of.apply_many(vec![
+        (TC_A, vec![bad]),
+        (TC_B, b_less),
+        (EN, vec![output_flows()[0].clone()]),
+    ]);
+    let names: Vec<(Owner, String)> = failed
+        .iter()
+        .map(|(o, e)| {
+            let kind = match e {
+                OfError::Switch { name, .. } => name.clone(),
+                OfError::Conflict { .. } => "conflict".into(),
+                other => other.to_string(),
+            };
+            (*o, kind)
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            (EN, "conflict".to_string()),
+            (TC_A, "OFPBMC_BAD_PREREQ".to_string())
+        ]
+    );
+    let mut want: Vec<String> = all_expected()
+        .into_iter()
+        .filter(|l| l != "cookie=0x101000000002b, table=3, priority=0 actions=NORMAL")
+        .collect();
+    want.sort();
+    assert_eq!(sb.dump_flows("br-int", None), want);
+    // The set still mirrors the switch: TC_A kept its flows, re-applying them is a no-op.
+    assert_eq!(of.installed(TC_A), a_before);
+    of.apply(TC_A, tc_a).unwrap();
+    assert_eq!(sb.dump_flows("br-int", None), want);
+}

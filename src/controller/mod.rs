@@ -2,6 +2,7 @@
 //! trait); they never see a socket.
 
 pub mod bridge;
+pub mod deferred;
 pub mod externalnode;
 #[cfg(test)]
 pub mod fake;

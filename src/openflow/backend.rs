@@ -38,6 +38,14 @@ use super::msg::{Body, ErrorMsg, Msg, Port, PortMod10};
 pub trait Flows: Send + Sync {
     /// Make `owner`'s flows exactly `flows` (one atomic bundle of the difference).
     fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError>;
+    /// Make several owners' flows exactly theirs. A backend that can sends them as one
+    /// bundle (a cold start of 1,000 TCs is then one commit for the switch, not 1,000).
+    /// Returns the owners that failed, with why; every other owner's flows are installed.
+    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+        sets.into_iter()
+            .filter_map(|(owner, flows)| self.apply(owner, flows).err().map(|e| (owner, e)))
+            .collect()
+    }
     /// Delete every flow of `owner`.
     fn remove(&self, owner: Owner) -> Result<(), OfError>;
     /// Set or clear OF1.0 `OFPPC_NO_FLOOD` on a port; remembered and re-applied after
@@ -214,6 +222,49 @@ impl Flows for OfFlows {
         }
         st.set.commit(plan);
         Ok(())
+    }
+
+    /// One bundle for every owner. Each owner is planned against the set as the owners
+    /// before it left it (a key moving between two TCs of the batch ends with the later
+    /// one, as with separate applies); if the switch refuses the bundle, the set is put
+    /// back and each owner is applied alone, so the error lands on the owner that caused it.
+    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+        let mut failed = Vec::new();
+        let mut st = self.shared.lock();
+        let before = st.set.clone();
+        let mut mods = Vec::new();
+        for (owner, flows) in &sets {
+            match st.set.plan_apply(*owner, flows.clone()) {
+                Ok(mut plan) => {
+                    mods.append(&mut plan.mods);
+                    st.set.commit(plan);
+                }
+                Err(e) => failed.push((*owner, e)),
+            }
+        }
+        if mods.is_empty() {
+            return failed;
+        }
+        match self.shared.bundle_mods(mods) {
+            Ok(()) => failed,
+            Err(e) => {
+                log::warn!(
+                    "openflow one bundle for {} owners failed ({e}); applying them one by one",
+                    sets.len()
+                );
+                st.set = before;
+                drop(st);
+                let bad: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
+                for (owner, flows) in sets {
+                    if !bad.contains(&owner) {
+                        if let Err(e) = self.apply(owner, flows) {
+                            failed.push((owner, e));
+                        }
+                    }
+                }
+                failed
+            }
+        }
     }
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {

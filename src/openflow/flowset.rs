@@ -82,7 +82,7 @@ enum Holders {
 }
 
 /// Installed flows by owner, plus an index from key hash to owners for conflict checks.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct FlowSet {
     round: u16,
     owners: BTreeMap<Owner, FlowMap>,

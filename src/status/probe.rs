@@ -161,18 +161,42 @@ pub struct CountingFlows {
     pub metrics: Arc<Metrics>,
 }
 
-impl Flows for CountingFlows {
-    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+impl CountingFlows {
+    /// Flow adds and deletes that applying `flows` for `owner` implies.
+    fn changed(&self, owner: Owner, flows: &[Flow]) -> usize {
         let old: BTreeSet<Flow> = self.inner.installed(owner).into_iter().collect();
         let new: BTreeSet<&Flow> = flows.iter().collect();
-        let changed = old.iter().filter(|f| !new.contains(f)).count()
-            + new.iter().filter(|f| !old.contains(**f)).count();
+        old.iter().filter(|f| !new.contains(f)).count()
+            + new.iter().filter(|f| !old.contains(**f)).count()
+    }
+}
+
+impl Flows for CountingFlows {
+    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+        let changed = self.changed(owner, &flows);
         self.inner.apply(owner, flows)?;
         self.metrics.flow_mods.fetch_add(
             u64::try_from(changed).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
         Ok(())
+    }
+
+    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+        let changed: Vec<(Owner, usize)> = sets
+            .iter()
+            .map(|(owner, flows)| (*owner, self.changed(*owner, flows)))
+            .collect();
+        let failed = self.inner.apply_many(sets);
+        let n: usize = changed
+            .iter()
+            .filter(|(o, _)| !failed.iter().any(|(f, _)| f == o))
+            .map(|(_, n)| n)
+            .sum();
+        self.metrics
+            .flow_mods
+            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+        failed
     }
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
