@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
+use sha1::{Digest, Sha1};
 
 use super::crd::{ExternalNode, TrafficControl};
 use super::source::{Event, KindStatus, Watched, apply_delta, send, set_status};
@@ -47,12 +48,16 @@ impl ManifestsConfig {
     }
 }
 
-/// One parsed object: its kind, key and raw JSON.
+/// One parsed object: its kind, key and JSON text. Kept as text, not as a `Value`, while
+/// the file is unchanged: at 5,000 Pods the text is a few MB where `Value` trees were
+/// tens of MB.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawObject {
     pub kind: Kind,
     pub key: String,
-    pub value: Value,
+    /// `spec.nodeName` of a Pod (the field selector's input).
+    pub node: Option<String>,
+    pub json: String,
 }
 
 /// A file's parse: its good objects and the errors of its bad documents.
@@ -135,17 +140,23 @@ fn raw_object(mut v: Value) -> Result<RawObject, String> {
         meta.remove("namespace");
         String::new()
     };
+    let node = (kind == Kind::Pod)
+        .then(|| v.pointer("/spec/nodeName").and_then(Value::as_str))
+        .flatten()
+        .map(str::to_string);
     Ok(RawObject {
         kind,
         key: super::types::object_key(&namespace, &name),
-        value: v,
+        node,
+        json: v.to_string(),
     })
 }
 
-/// Stamped metadata of an object we have emitted, kept while its content is unchanged.
+/// Stamped metadata of an object we have emitted, kept while its content (known by the
+/// SHA-1 of its JSON text) is unchanged.
 #[derive(Debug, Clone)]
 struct Stamp {
-    value: Value,
+    digest: [u8; 20],
     resource_version: String,
     uid: String,
     created: String,
@@ -246,7 +257,7 @@ impl Scanner {
                 Err(e) => errors.push(e),
             }
         }
-        let mut desired: BTreeMap<Kind, BTreeMap<String, Value>> = BTreeMap::new();
+        let mut desired: BTreeMap<Kind, BTreeMap<String, String>> = BTreeMap::new();
         let mut owner: HashMap<(Kind, String), String> = HashMap::new();
         for (name, (_, parsed)) in &self.files {
             errors.extend(parsed.errors.iter().cloned());
@@ -266,7 +277,7 @@ impl Scanner {
                 desired
                     .entry(o.kind)
                     .or_default()
-                    .insert(o.key.clone(), o.value.clone());
+                    .insert(o.key.clone(), o.json.clone());
             }
         }
         self.stamps.retain(|id, _| owner.contains_key(id));
@@ -274,8 +285,8 @@ impl Scanner {
         for kind in Kind::ALL {
             let objs = desired.remove(&kind).unwrap_or_default();
             let mut v = Vec::with_capacity(objs.len());
-            for (key, value) in objs {
-                v.push(self.stamp(kind, key, value, now));
+            for (key, json) in objs {
+                v.push(self.stamp(kind, key, &json, now));
             }
             out.insert(kind, v);
         }
@@ -284,11 +295,12 @@ impl Scanner {
         (out, errors)
     }
 
-    fn stamp(&mut self, kind: Kind, key: String, value: Value, now: SystemTime) -> Value {
+    fn stamp(&mut self, kind: Kind, key: String, json: &str, now: SystemTime) -> Value {
         let id = (kind, key);
+        let digest: [u8; 20] = Sha1::digest(json.as_bytes()).into();
         let prev = self.stamps.get(&id);
         let s = match prev {
-            Some(s) if s.value == value => s.clone(),
+            Some(s) if s.digest == digest => s.clone(),
             _ => {
                 self.next_rv += 1;
                 let (uid, created) = match prev {
@@ -299,7 +311,7 @@ impl Scanner {
                     ),
                 };
                 Stamp {
-                    value: value.clone(),
+                    digest,
                     resource_version: self.next_rv.to_string(),
                     uid,
                     created,
@@ -307,7 +319,8 @@ impl Scanner {
             }
         };
         self.stamps.insert(id, s.clone());
-        let mut v = value;
+        // The text is ours (serialized from a Value at parse time): it parses back.
+        let mut v: Value = serde_json::from_str(json).unwrap_or(Value::Null);
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), Value::String(s.resource_version));
             m.entry("uid").or_insert(Value::String(s.uid));
@@ -334,10 +347,7 @@ impl Scanner {
 
 fn selected(cfg: &ManifestsConfig, o: &RawObject) -> bool {
     match o.kind {
-        Kind::Pod => {
-            o.value.pointer("/spec/nodeName").and_then(Value::as_str)
-                == Some(cfg.node_name.as_str())
-        }
+        Kind::Pod => o.node.as_deref() == Some(cfg.node_name.as_str()),
         Kind::ExternalNode => {
             o.key == super::types::object_key(&cfg.external_node_namespace, &cfg.node_name)
         }
