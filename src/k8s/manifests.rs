@@ -162,9 +162,6 @@ struct Stamp {
     created: String,
 }
 
-/// What one scan found: the desired objects per kind and the errors.
-pub type Scan = (BTreeMap<Kind, Vec<Value>>, Vec<String>);
-
 /// Scanner state across polls.
 #[derive(Debug, Default)]
 pub struct Scanner {
@@ -181,7 +178,16 @@ impl Scanner {
     /// Like [`Scanner::scan`], but `None` when no file was added, removed or changed since
     /// the last scan: an idle poll then costs a directory read and a byte comparison, not
     /// a decode and store diff of every object (at 5,000 Pods that is most of a core).
-    pub fn scan_if_changed(&mut self, cfg: &ManifestsConfig, now: SystemTime) -> Option<Scan> {
+    ///
+    /// Each stamped object goes to `visit` (kinds in [`Kind::ALL`] order) instead of into
+    /// a collection: the caller decodes each at once, so a scan never holds every object
+    /// as a `Value` tree.
+    pub fn visit_if_changed(
+        &mut self,
+        cfg: &ManifestsConfig,
+        now: SystemTime,
+        visit: impl FnMut(Kind, Value),
+    ) -> Option<Vec<String>> {
         let mut errors = Vec::new();
         let mut seen = BTreeMap::new();
         match std::fs::read_dir(&cfg.dir) {
@@ -211,7 +217,7 @@ impl Scanner {
         if unchanged {
             return None;
         }
-        Some(self.scan(cfg, now))
+        Some(self.visit(cfg, now, visit))
     }
 
     /// Read the directory; returns the desired objects per kind (already filtered and
@@ -221,6 +227,19 @@ impl Scanner {
         cfg: &ManifestsConfig,
         now: SystemTime,
     ) -> (BTreeMap<Kind, Vec<Value>>, Vec<String>) {
+        let mut out: BTreeMap<Kind, Vec<Value>> =
+            Kind::ALL.iter().map(|k| (*k, Vec::new())).collect();
+        let errors = self.visit(cfg, now, |kind, v| out.entry(kind).or_default().push(v));
+        (out, errors)
+    }
+
+    /// One scan, handing each stamped object to `visit`; returns the scan's errors.
+    fn visit(
+        &mut self,
+        cfg: &ManifestsConfig,
+        now: SystemTime,
+        mut visit: impl FnMut(Kind, Value),
+    ) -> Vec<String> {
         let mut errors = Vec::new();
         let mut seen = BTreeMap::new();
         match std::fs::read_dir(&cfg.dir) {
@@ -281,18 +300,14 @@ impl Scanner {
             }
         }
         self.stamps.retain(|id, _| owner.contains_key(id));
-        let mut out = BTreeMap::new();
         for kind in Kind::ALL {
-            let objs = desired.remove(&kind).unwrap_or_default();
-            let mut v = Vec::with_capacity(objs.len());
-            for (key, json) in objs {
-                v.push(self.stamp(kind, key, &json, now));
+            for (key, json) in desired.remove(&kind).unwrap_or_default() {
+                visit(kind, self.stamp(kind, key, &json, now));
             }
-            out.insert(kind, v);
         }
         self.scanned_once = true;
         self.last_errors = errors.clone();
-        (out, errors)
+        errors
     }
 
     fn stamp(&mut self, kind: Kind, key: String, json: &str, now: SystemTime) -> Value {
@@ -381,37 +396,54 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-fn decode_all<T: Watched>(values: Vec<Value>, errors: &mut Vec<String>) -> Vec<T> {
-    values
-        .into_iter()
-        .filter_map(|v| match T::decode(v) {
-            Ok(o) => Some(o),
-            Err(e) => {
-                errors.push(e.to_string());
-                None
-            }
-        })
-        .collect()
+/// One scan's objects, decoded as they come.
+#[derive(Default)]
+struct Decoded {
+    namespaces: Vec<Namespace>,
+    pods: Vec<Pod>,
+    traffic_controls: Vec<TrafficControl>,
+    external_nodes: Vec<ExternalNode>,
+    errors: Vec<String>,
 }
 
-/// Apply one scan to the stores; false when stopping.
-fn apply_scan(
-    mut desired: BTreeMap<Kind, Vec<Value>>,
-    stores: &Stores,
-    events: &Sender<Event>,
-    stop: &Receiver<()>,
-    errors: &mut Vec<String>,
-) -> bool {
-    let mut take = |k: Kind| desired.remove(&k).unwrap_or_default();
-    // Namespaces first, so that a Pod's namespace labels are known when its event arrives.
-    let ns = decode_all::<Namespace>(take(Kind::Namespace), errors);
-    let pods = decode_all::<Pod>(take(Kind::Pod), errors);
-    let tcs = decode_all::<TrafficControl>(take(Kind::TrafficControl), errors);
-    let ens = decode_all::<ExternalNode>(take(Kind::ExternalNode), errors);
-    apply_delta(&stores.namespaces, Delta::Replace(ns), events, stop)
-        && apply_delta(&stores.pods, Delta::Replace(pods), events, stop)
-        && apply_delta(&stores.traffic_controls, Delta::Replace(tcs), events, stop)
-        && apply_delta(&stores.external_nodes, Delta::Replace(ens), events, stop)
+impl Decoded {
+    fn add(&mut self, kind: Kind, v: Value) {
+        fn push<T: Watched>(v: Value, out: &mut Vec<T>, errors: &mut Vec<String>) {
+            match T::decode(v) {
+                Ok(o) => out.push(o),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        match kind {
+            Kind::Namespace => push(v, &mut self.namespaces, &mut self.errors),
+            Kind::Pod => push(v, &mut self.pods, &mut self.errors),
+            Kind::TrafficControl => push(v, &mut self.traffic_controls, &mut self.errors),
+            Kind::ExternalNode => push(v, &mut self.external_nodes, &mut self.errors),
+        }
+    }
+
+    /// Apply to the stores; false when stopping. Namespaces first, so that a Pod's
+    /// namespace labels are known when its event arrives.
+    fn apply(self, stores: &Stores, events: &Sender<Event>, stop: &Receiver<()>) -> bool {
+        apply_delta(
+            &stores.namespaces,
+            Delta::Replace(self.namespaces),
+            events,
+            stop,
+        ) && apply_delta(&stores.pods, Delta::Replace(self.pods), events, stop)
+            && apply_delta(
+                &stores.traffic_controls,
+                Delta::Replace(self.traffic_controls),
+                events,
+                stop,
+            )
+            && apply_delta(
+                &stores.external_nodes,
+                Delta::Replace(self.external_nodes),
+                events,
+                stop,
+            )
+    }
 }
 
 /// The poll loop of the `manifests` thread; returns on stop.
@@ -425,9 +457,12 @@ pub(crate) fn run(
     let mut scanner = Scanner::default();
     let mut first = true;
     loop {
-        let errors = match scanner.scan_if_changed(cfg, SystemTime::now()) {
-            Some((desired, mut errors)) => {
-                if !apply_scan(desired, stores, events, stop, &mut errors) {
+        let mut decoded = Decoded::default();
+        let scan = scanner.visit_if_changed(cfg, SystemTime::now(), |k, v| decoded.add(k, v));
+        let errors = match scan {
+            Some(mut errors) => {
+                errors.append(&mut decoded.errors);
+                if !decoded.apply(stores, events, stop) {
                     return;
                 }
                 // Decode errors found while applying belong to this state too.
