@@ -9,7 +9,9 @@
 //!
 //! Indexes and complexity (n objects of the kind, L labels on the object):
 //! - `get`: O(1); `list`: O(n log n) (sorted by key, for deterministic output).
-//! - Pods by namespace ([`ByNamespace`]): `Store<Pod>::in_namespace` is O(pods in it).
+//! - Pods by namespace and label ([`PodIndex`]): `Store<Pod>::in_namespace` is O(pods in
+//!   it); `Store<Pod>::with_slot` returns the Pods carrying a `key=value` pair or a key,
+//!   so a TC selecting `app=<x>` looks at its own Pods only, not at every Pod.
 //! - TrafficControls by selector ([`SelectorIndex`]): every valid TC is filed under *one*
 //!   slot its Pod selector requires: a `key=value` pair when a requirement pins a key to
 //!   one value (`matchLabels`, `In` with one value), else a label key (a Pod lacking that
@@ -84,6 +86,42 @@ impl<T: Resource> StoreIndex<T> for ByNamespace {
             set.remove(key);
             if set.is_empty() {
                 self.keys.remove(ns);
+            }
+        }
+    }
+}
+
+/// Pods by namespace and by label: every Pod is filed under each of its `key\0value`
+/// pairs and each of its label keys, the slots [`LabelSelector::index_slot`] names.
+///
+/// [`LabelSelector::index_slot`]: super::selector::LabelSelector::index_slot
+#[derive(Debug, Default)]
+pub struct PodIndex {
+    namespaces: ByNamespace,
+    labels: HashMap<String, BTreeSet<String>>,
+}
+
+fn label_slots(labels: &Labels) -> impl Iterator<Item = String> + '_ {
+    labels
+        .iter()
+        .flat_map(|(k, v)| [format!("{k}\0{v}"), k.clone()])
+}
+
+impl StoreIndex<Pod> for PodIndex {
+    fn insert(&mut self, key: &str, pod: &Pod) {
+        StoreIndex::<Pod>::insert(&mut self.namespaces, key, pod);
+        for slot in label_slots(&pod.metadata.labels) {
+            self.labels.entry(slot).or_default().insert(key.to_string());
+        }
+    }
+    fn remove(&mut self, key: &str, pod: &Pod) {
+        StoreIndex::<Pod>::remove(&mut self.namespaces, key, pod);
+        for slot in label_slots(&pod.metadata.labels) {
+            if let Some(set) = self.labels.get_mut(&slot) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.labels.remove(&slot);
+                }
             }
         }
     }
@@ -325,10 +363,26 @@ impl<T: Resource> Store<T> {
 }
 
 impl Store<Pod> {
+    /// The Pods filed under a selector's index slot (`key\0value` or a label key; see
+    /// [`LabelSelector::index_slot`]), sorted by key: the only Pods that selector can match.
+    ///
+    /// [`LabelSelector::index_slot`]: super::selector::LabelSelector::index_slot
+    pub fn with_slot(&self, slot: &str) -> Vec<Arc<Pod>> {
+        let g = self.read();
+        g.index
+            .labels
+            .get(slot)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| g.objects.get(k).cloned())
+            .collect()
+    }
+
     /// The Pods of one namespace, sorted by key.
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<Pod>> {
         let g = self.read();
         g.index
+            .namespaces
             .keys
             .get(namespace)
             .into_iter()

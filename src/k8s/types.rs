@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::KubeError;
 use super::selector::Labels;
-use super::store::{ByNamespace, NoIndex, StoreIndex};
+use super::store::{NoIndex, PodIndex, StoreIndex};
 
 /// `metav1.ObjectMeta`, the fields we use.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -187,7 +187,7 @@ pub struct PodSpec {
 impl Resource for Pod {
     const KIND: Kind = Kind::Pod;
     type Wire = Pod;
-    type Index = ByNamespace;
+    type Index = PodIndex;
     fn from_wire(w: Pod) -> Pod {
         w
     }

@@ -38,16 +38,22 @@ pub fn selected_pods(
     if a.pod_selector.is_none() && a.namespace_selector.is_none() {
         return Vec::new();
     }
+    // Only the Pods filed under the Pod selector's slot can match it (every Pod when the
+    // selector pins no key, or there is only a Namespace selector).
+    let candidates = match a.pod_selector.as_ref().and_then(|s| s.index_slot()) {
+        Some(slot) => pods.with_slot(&slot),
+        None => pods.list(),
+    };
     let mut ns_cache: std::collections::HashMap<String, Labels> = Default::default();
-    pods.list()
+    candidates
         .into_iter()
         .filter(|p| !p.spec.host_network)
         .filter(|p| {
             let ns = &p.metadata.namespace;
-            let labels = ns_cache
-                .entry(ns.clone())
-                .or_insert_with(|| namespace_labels(namespaces, ns));
-            a.selects(&p.metadata.labels, labels)
+            if !ns_cache.contains_key(ns) {
+                ns_cache.insert(ns.clone(), namespace_labels(namespaces, ns));
+            }
+            a.selects(&p.metadata.labels, &ns_cache[ns])
         })
         .collect()
 }

@@ -146,3 +146,24 @@ fn tc_index_maps_pod_and_namespace_events() {
     );
     assert_eq!(g.index.pods.any, set(&["ns-team"]));
 }
+
+#[test]
+fn pods_are_found_by_label_pair_and_key_and_the_index_follows_updates() {
+    let s: Store<Pod> = Store::new();
+    s.apply(pod("a", "p1", "1", json!({"app": "web", "tier": "x"})));
+    s.apply(pod("b", "p2", "1", json!({"app": "web"})));
+    s.apply(pod("a", "p3", "1", json!({"app": "db"})));
+    let keys = |slot: &str| -> Vec<String> { s.with_slot(slot).iter().map(|p| p.key()).collect() };
+    assert_eq!(keys("app\0web"), vec!["a/p1", "b/p2"]);
+    assert_eq!(keys("app"), vec!["a/p1", "a/p3", "b/p2"]);
+    assert_eq!(keys("tier\0x"), vec!["a/p1"]);
+    assert!(keys("tier\0y").is_empty());
+    // A label change moves the Pod between slots; a delete empties them.
+    s.apply(pod("a", "p1", "2", json!({"app": "db"})));
+    assert_eq!(keys("app\0web"), vec!["b/p2"]);
+    assert_eq!(keys("app\0db"), vec!["a/p1", "a/p3"]);
+    assert!(keys("tier").is_empty());
+    s.delete("b/p2");
+    assert!(keys("app\0web").is_empty());
+    assert_eq!(s.in_namespace("a").len(), 2);
+}
