@@ -524,7 +524,9 @@ impl Owner {
         let rstream = stream
             .try_clone()
             .map_err(|e| self.io_err("clone socket", e))?;
-        let (tx, rx) = bounded(16 * 1024);
+        // Bounded and preallocated by crossbeam: 1,024 messages (a few hundred KB) is
+        // plenty of slack; a full channel only makes the reader wait for the owner.
+        let (tx, rx) = bounded(1024);
         let stop = Arc::new(AtomicBool::new(false));
         let reader = spawn_reader(
             format!("{}-rx", self.opts.name),

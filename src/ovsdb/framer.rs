@@ -10,6 +10,10 @@ use super::OvsdbError;
 /// Default cap on one message. A monitor reply for a few thousand ports is a few MB.
 pub const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
 
+/// A buffer this big, mostly empty after a message, is shrunk to [`SHRINK_TO`].
+const SHRINK_ABOVE: usize = 1 << 20;
+const SHRINK_TO: usize = 64 << 10;
+
 #[derive(Debug)]
 pub struct Framer {
     buf: Vec<u8>,
@@ -109,6 +113,11 @@ impl Framer {
         let parsed = serde_json::from_slice(&self.buf[start..end]);
         self.buf.drain(..end);
         self.scanned = 0;
+        // A monitor reply for thousands of ports grows the buffer to MBs once; give that
+        // back instead of holding it for the daemon's lifetime.
+        if self.buf.capacity() > SHRINK_ABOVE && self.buf.len() < self.buf.capacity() / 4 {
+            self.buf.shrink_to(self.buf.len().max(SHRINK_TO));
+        }
         parsed.map_err(|e| OvsdbError::Protocol(format!("invalid JSON message: {e}")))
     }
 }
@@ -117,6 +126,19 @@ impl Framer {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_big_message_does_not_keep_its_buffer() {
+        let mut f = Framer::new(DEFAULT_MAX_MESSAGE);
+        let big = json!({"id": 1, "result": "x".repeat(4 << 20)}).to_string();
+        f.push(big.as_bytes());
+        f.push(b"{\"id\":");
+        assert!(f.next_message().unwrap().is_some());
+        // The 6-byte start of the next message is kept; the 4 MiB are given back.
+        assert!(f.buf.capacity() <= SHRINK_TO, "{}", f.buf.capacity());
+        f.push(b"2}");
+        assert_eq!(f.next_message().unwrap(), Some(json!({"id": 2})));
+    }
 
     fn all(f: &mut Framer) -> Vec<Value> {
         let mut out = Vec::new();
