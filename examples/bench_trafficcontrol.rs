@@ -3,6 +3,8 @@
 //!   ports) from a manifests dir, until the first full sync is done and every mark flow is
 //!   on the switch; baseline: `ovs-ofctl --bundle add-flows` of the same flows;
 //! - tether's peak RSS at that scale;
+//! - both again with the static musl binary, when `scripts/build-static.sh` has built it
+//!   (`tc_cold_start_static_…`, `tc_peak_rss_static_…`);
 //! - a Pod label flip → flows committed, p50/p99 over 1,000 flips (in-process controller on
 //!   the real switch); baseline: one `ovs-ofctl --bundle add-flows` of a flip's two flows;
 //! - the cost of one Pod event at 100 vs 10,000 TCs (controller only, in-memory backends).
@@ -100,7 +102,9 @@ fn mark_flows(sb: &common::Sandbox, bridge: &str) -> usize {
     .count()
 }
 
-fn cold_start(sb: &common::Sandbox) {
+/// The cold start of `bin` on `sb`; `tag` goes into the measure names (`""` for the
+/// default build, `"static_"` for the static musl binary that ships).
+fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     let client = Arc::new(
         Client::connect(
             Remote::parse(&sb.db_remote()).unwrap(),
@@ -155,7 +159,7 @@ fn cold_start(sb: &common::Sandbox) {
     ];
     let vsw0 = cpu_seconds(sb.pid("ovs-vswitchd").unwrap());
     let t0 = Instant::now();
-    let t = common::Tether::start(sb.ns(), &args, &sb.path("tether.log"));
+    let t = common::Tether::start_bin(bin, sb.ns(), &args, &sb.path("tether.log"));
     // Until every mark flow is on the switch (a TC whose target port OVS was slow to
     // number retries after its backoff: that counts).
     // Poll gently: a dump of 10,000 flows costs vswitchd real time, and polling hard would
@@ -200,15 +204,15 @@ fn cold_start(sb: &common::Sandbox) {
     ]);
     let base = b0.elapsed();
     println!(
-        "bench tc_cold_start_{TCS}tc_{PODS}pods: tether={:.0}ms baseline={:.0}ms ratio={:.2}",
+        "bench tc_cold_start_{tag}{TCS}tc_{PODS}pods: tether={:.0}ms baseline={:.0}ms ratio={:.2}",
         took.as_secs_f64() * 1e3,
         base.as_secs_f64() * 1e3,
         took.as_secs_f64() / base.as_secs_f64()
     );
-    println!("bench tc_peak_rss_{TCS}tc_{PODS}pods: tether={rss:.1}MB");
+    println!("bench tc_peak_rss_{tag}{TCS}tc_{PODS}pods: tether={rss:.1}MB");
     // CPU spent during the cold start: tether's, and ovs-vswitchd's serving it.
     println!(
-        "bench tc_cold_start_cpu: tether={cpu:.2}s baseline={vsw:.2}s ratio={:.2}",
+        "bench tc_cold_start_{tag}cpu: tether={cpu:.2}s baseline={vsw:.2}s ratio={:.2}",
         cpu / vsw
     );
 }
@@ -398,8 +402,23 @@ fn main() {
     // `TC_BENCH=event` runs only the in-memory part (for profiling).
     if std::env::var("TC_BENCH").as_deref() != Ok("event") {
         let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
-        cold_start(&sb);
+        cold_start(&sb, &common::tether::binary(), "");
         label_flips(&sb);
+        drop(sb);
+        // The binary that ships is the static musl build (scripts/build-static.sh): its
+        // allocator, not glibc's per-thread arenas, decides its RSS.
+        let stat = common::tether::binary()
+            .parent()
+            .and_then(std::path::Path::parent)
+            .map(|t| t.join("x86_64-unknown-linux-musl/release/tether"))
+            .filter(|p| p.exists());
+        match stat {
+            Some(bin) => {
+                let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
+                cold_start(&sb, &bin, "static_");
+            }
+            None => eprintln!("static binary not built (scripts/build-static.sh): skipped"),
+        }
     }
     let small = event_cost(100);
     let large = event_cost(10_000);

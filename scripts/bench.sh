@@ -15,6 +15,8 @@ groups=("$@")
 ./scripts/install-deps.sh
 ./scripts/cleanup-stale.sh
 cargo build --release --locked --bins --examples >&2
+# The shipped static binary, for the measures that compare it (skipped if it cannot be built).
+./scripts/build-static.sh >&2 || echo "bench: no static binary; its measures are skipped" >&2
 
 rc=0
 for g in "${groups[@]}"; do

@@ -29,7 +29,11 @@ pub struct Tether {
 impl Tether {
     /// `tether run <args>` inside `ns`, with `RUST_LOG` as given (default `info`).
     pub fn start(ns: &Netns, args: &[&str], log: &Path) -> Tether {
-        let bin = binary();
+        Tether::start_bin(&binary(), ns, args, log)
+    }
+
+    /// [`Tether::start`] with another build of the binary (the static one, say).
+    pub fn start_bin(bin: &Path, ns: &Netns, args: &[&str], log: &Path) -> Tether {
         let mut argv = vec![bin.to_str().expect("utf-8 path"), "run"];
         argv.extend_from_slice(args);
         let file = std::fs::OpenOptions::new()
