@@ -71,12 +71,6 @@ impl Flows for DeferredFlows {
         }
     }
 
-    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-        sets.into_iter()
-            .filter_map(|(owner, flows)| self.apply(owner, flows).err().map(|e| (owner, e)))
-            .collect()
-    }
-
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         if owner.category == self.category {
             let mut pending = self.lock();
