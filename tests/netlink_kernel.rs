@@ -724,10 +724,17 @@ fn large_dumps_return_every_entry() {
             batch.push_str(&format!("route add 2001:db8:5::{b:x}/128 dev eth1\n"));
             batch.push_str(&format!("route add 2001:db8:6::{b:x}/128 dev eth1\n"));
         }
-        let file = std::env::temp_dir().join(format!("tt-nl-batch-{}", std::process::id()));
-        std::fs::write(&file, batch).unwrap();
-        ns.ip(&["-batch", file.to_str().unwrap()]);
-        let _ = std::fs::remove_file(&file);
+        // Removed on drop, so a failing `ip -batch` (a panic) leaves no file behind.
+        struct TempFile(std::path::PathBuf);
+        impl Drop for TempFile {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+        let file =
+            TempFile(std::env::temp_dir().join(format!("tt-nl-batch-{}", std::process::id())));
+        std::fs::write(&file.0, batch).unwrap();
+        ns.ip(&["-batch", file.0.to_str().unwrap()]);
 
         let rt = Rtnl::connect().unwrap();
         let i = rt.link_by_name("eth1").unwrap().index;
