@@ -188,26 +188,7 @@ impl Scanner {
         now: SystemTime,
         visit: impl FnMut(Kind, Value),
     ) -> Option<Vec<String>> {
-        let mut errors = Vec::new();
-        let mut seen = BTreeMap::new();
-        match std::fs::read_dir(&cfg.dir) {
-            Err(e) => errors.push(format!("{}: {e}", cfg.dir.display())),
-            Ok(rd) => {
-                for entry in rd.flatten() {
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    let wanted = [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s));
-                    if !wanted || name.starts_with('.') {
-                        continue;
-                    }
-                    match std::fs::read(entry.path()) {
-                        Ok(bytes) => {
-                            seen.insert(name, bytes);
-                        }
-                        Err(e) => errors.push(format!("{name}: {e}")),
-                    }
-                }
-            }
-        }
+        let (seen, errors) = read_files(cfg);
         let unchanged = self.scanned_once
             && errors.is_empty()
             && seen.len() == self.files.len()
@@ -217,7 +198,7 @@ impl Scanner {
         if unchanged {
             return None;
         }
-        Some(self.visit(cfg, now, visit))
+        Some(self.visit(cfg, now, (seen, errors), visit))
     }
 
     /// Read the directory; returns the desired objects per kind (already filtered and
@@ -229,37 +210,22 @@ impl Scanner {
     ) -> (BTreeMap<Kind, Vec<Value>>, Vec<String>) {
         let mut out: BTreeMap<Kind, Vec<Value>> =
             Kind::ALL.iter().map(|k| (*k, Vec::new())).collect();
-        let errors = self.visit(cfg, now, |kind, v| out.entry(kind).or_default().push(v));
+        let files = read_files(cfg);
+        let errors = self.visit(cfg, now, files, |kind, v| {
+            out.entry(kind).or_default().push(v)
+        });
         (out, errors)
     }
 
-    /// One scan, handing each stamped object to `visit`; returns the scan's errors.
+    /// One scan of the files just read, handing each stamped object to `visit`; returns
+    /// the scan's errors.
     fn visit(
         &mut self,
         cfg: &ManifestsConfig,
         now: SystemTime,
+        (seen, mut errors): (BTreeMap<String, Vec<u8>>, Vec<String>),
         mut visit: impl FnMut(Kind, Value),
     ) -> Vec<String> {
-        let mut errors = Vec::new();
-        let mut seen = BTreeMap::new();
-        match std::fs::read_dir(&cfg.dir) {
-            Err(e) => errors.push(format!("{}: {e}", cfg.dir.display())),
-            Ok(rd) => {
-                for entry in rd.flatten() {
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    let wanted = [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s));
-                    if !wanted || name.starts_with('.') {
-                        continue;
-                    }
-                    match std::fs::read(entry.path()) {
-                        Ok(bytes) => {
-                            seen.insert(name, bytes);
-                        }
-                        Err(e) => errors.push(format!("{name}: {e}")),
-                    }
-                }
-            }
-        }
         self.files.retain(|name, _| seen.contains_key(name));
         for (name, bytes) in seen {
             if self.files.get(&name).is_some_and(|(b, _)| *b == bytes) {
@@ -358,6 +324,32 @@ impl Scanner {
         self.reported = now;
         fresh
     }
+}
+
+/// The manifests files of the directory (`*.yaml`, `*.yml`, `*.json`, not hidden) by name,
+/// and the errors reading them.
+fn read_files(cfg: &ManifestsConfig) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut seen = BTreeMap::new();
+    match std::fs::read_dir(&cfg.dir) {
+        Err(e) => errors.push(format!("{}: {e}", cfg.dir.display())),
+        Ok(rd) => {
+            for entry in rd.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let wanted = [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s));
+                if !wanted || name.starts_with('.') {
+                    continue;
+                }
+                match std::fs::read(entry.path()) {
+                    Ok(bytes) => {
+                        seen.insert(name, bytes);
+                    }
+                    Err(e) => errors.push(format!("{name}: {e}")),
+                }
+            }
+        }
+    }
+    (seen, errors)
 }
 
 fn selected(cfg: &ManifestsConfig, o: &RawObject) -> bool {
