@@ -25,22 +25,6 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-const TC: &str = "apiVersion: crd.antrea.io/v1alpha2
-kind: TrafficControl
-metadata:
-  name: mirror-web
-spec:
-  appliedTo:
-    podSelector:
-      matchLabels:
-        app: web
-  direction: Both
-  action: Mirror
-  targetPort:
-    device:
-      name: coll0
-";
-
 /// Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on every Linux ABI we run).
 const USER_HZ: f64 = 100.0;
 
@@ -147,7 +131,7 @@ fn main() {
     let labels: Vec<(String, &str)> = (1..=8).map(|i| (format!("p{i}"), "web")).collect();
     let labels: Vec<(&str, &str)> = labels.iter().map(|(n, a)| (n.as_str(), *a)).collect();
     bed.write_pods(&labels);
-    bed.write("tc.yaml", TC);
+    bed.write("tc.yaml", e2e::MIRROR_WEB_TC);
     let notify_path = bed.sb.path("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
     notify

@@ -286,24 +286,7 @@ impl Bed {
 
     /// All flows of br-int, canonical, or None while the switch does not answer.
     fn try_flows(&self) -> Option<Vec<String>> {
-        let out = self
-            .sb
-            .try_ofctl(&[
-                "-O",
-                "OpenFlow15",
-                "--no-stats",
-                "--no-names",
-                "dump-flows",
-                "br-int",
-            ])
-            .ok()?;
-        let mut v: Vec<String> = out
-            .lines()
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect();
-        v.sort();
-        Some(v)
+        self.sb.try_dump_flows("br-int", None).ok()
     }
 
     /// Whether `port` has NO_FLOOD in the OpenFlow 1.0 port description.

@@ -18,22 +18,6 @@ use e2e::Bed;
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
 
-const TC: &str = "apiVersion: crd.antrea.io/v1alpha2
-kind: TrafficControl
-metadata:
-  name: mirror-web
-spec:
-  appliedTo:
-    podSelector:
-      matchLabels:
-        app: web
-  direction: Both
-  action: Mirror
-  targetPort:
-    device:
-      name: coll0
-";
-
 struct Guard(Option<Child>);
 
 impl Drop for Guard {
@@ -69,7 +53,7 @@ fn run_notify_status_check_and_sigterm() {
     bed.add_pod("pb", 2);
     let _coll = bed.add_collector(&["coll0"]);
     bed.write_pods(&[("pa", "web"), ("pb", "web")]);
-    bed.write("tc.yaml", TC);
+    bed.write("tc.yaml", e2e::MIRROR_WEB_TC);
     let args = bed.tether_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let sock = bed.sb.path("tether.sock");

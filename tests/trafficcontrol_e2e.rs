@@ -371,23 +371,7 @@ fn vswitchd_kill9_flows_and_no_flood_come_back() {
     let t0 = std::time::Instant::now();
     bed.sb.start_vswitchd();
     let took = common::wait_for(Duration::from_secs(20), "flows and no-flood back", || {
-        let now = bed
-            .sb
-            .try_ofctl(&[
-                "-O",
-                "OpenFlow15",
-                "--no-stats",
-                "--no-names",
-                "dump-flows",
-                "br-int",
-            ])
-            .ok()?;
-        let mut now: Vec<String> = now
-            .lines()
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect();
-        now.sort();
+        let now = bed.sb.try_dump_flows("br-int", None).ok()?;
         (now == before && bed.no_flood("coll0")).then(|| t0.elapsed())
     });
     eprintln!("flows and no-flood back {took:?} after the vswitchd restart");

@@ -209,6 +209,16 @@ impl Sandbox {
 
     /// Canonical OF1.5 flow text: `--no-stats --no-names`, leading spaces trimmed, sorted.
     pub fn dump_flows(&self, bridge: &str, filter: Option<&str>) -> Vec<String> {
+        self.try_dump_flows(bridge, filter)
+            .unwrap_or_else(|e| panic!("dump-flows {bridge}: {e}"))
+    }
+
+    /// [`Sandbox::dump_flows`], or why not (e.g. while ovs-vswitchd restarts).
+    pub fn try_dump_flows(
+        &self,
+        bridge: &str,
+        filter: Option<&str>,
+    ) -> Result<Vec<String>, String> {
         let mut args = vec![
             "-O",
             "OpenFlow15",
@@ -221,13 +231,13 @@ impl Sandbox {
             args.push(f);
         }
         let mut lines: Vec<String> = self
-            .ofctl(&args)
+            .try_ofctl(&args)?
             .lines()
             .map(|l| l.trim().to_string())
             .filter(|l| !l.is_empty())
             .collect();
         lines.sort();
-        lines
+        Ok(lines)
     }
 
     /// Last `n` lines of each daemon log, for failure messages.

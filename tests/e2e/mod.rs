@@ -10,6 +10,23 @@ use std::time::Duration;
 
 use crate::common::{Netns, Sandbox, wait_for};
 
+/// A TC mirroring both directions of the `app: web` Pods to the collector port `coll0`.
+pub const MIRROR_WEB_TC: &str = "apiVersion: crd.antrea.io/v1alpha2
+kind: TrafficControl
+metadata:
+  name: mirror-web
+spec:
+  appliedTo:
+    podSelector:
+      matchLabels:
+        app: web
+  direction: Both
+  action: Mirror
+  targetPort:
+    device:
+      name: coll0
+";
+
 pub struct Pod {
     pub ns: Netns,
     pub name: String,
