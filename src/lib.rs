@@ -7,6 +7,7 @@
 pub mod config;
 pub mod controller;
 pub mod daemon;
+pub mod files;
 pub mod k8s;
 pub mod netlink;
 pub mod notify;

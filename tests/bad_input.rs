@@ -697,7 +697,7 @@ fn garbage_manifests() {
         ("mf-yaml-syntax", "b.yaml", format!("{GOOD_POD}---\nmetadata: {{name: [\n"), Err("b.yaml: ")),
         ("mf-yaml-tab-indent", "b.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n\tname: x\n".to_string(), Err("b.yaml: ")),
         ("mf-json-garbage", "c.json", "{\"apiVersion\": \"v1\", \"kind\": ".to_string(), Err("c.json: ")),
-        ("mf-control-bytes", "d.yaml", format!("\u{1}\u{2}: [\u{1b}\n---\n{GOOD_POD}"), Err("d.yaml: while parsing a flow sequence")),
+        ("mf-control-bytes", "d.yaml", format!("\u{1}\u{2}: [\u{1b}\n---\n{GOOD_POD}"), Err("d.yaml: line 2 column 1: while parsing a flow sequence")),
     ];
     run_table(
         "manifests",

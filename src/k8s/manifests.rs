@@ -12,9 +12,18 @@
 //! a bad document is reported with file name and document index and skipped; neither
 //! disturbs other files. When two files define the same object, the first file (by name)
 //! wins and the duplicate is reported.
+//!
+//! "I could not read it" never means "it was deleted": a directory that cannot be listed
+//! (missing for a moment, an unmounted volume, EACCES, EIO, ELOOP) keeps every object as
+//! it is and is retried; a file that exists but cannot be read, is not a regular file or
+//! is bigger than 64 MiB keeps the objects of its last good read. Only a file gone from a
+//! directory that could be listed loses its objects. FIFOs, sockets and devices (also
+//! behind symlinks) are never opened, and a file whose stat key (device, inode, size,
+//! mtime, ctime) did not change is not read again.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -27,6 +36,7 @@ use super::store::Stores;
 use super::types::{Kind, Namespace, Pod};
 use super::watch::Delta;
 use super::yaml;
+use crate::files;
 
 /// Where and how to poll.
 #[derive(Debug, Clone)]
@@ -162,47 +172,155 @@ struct Stamp {
     created: String,
 }
 
+/// What identifies a file's content without reading it: a file whose key is unchanged
+/// (and was not modified just before it was read, see [`FileState::settled`]) is not read
+/// again. ctime is in the key because tools that copy files (`rsync -t`, `cp -p`, tar)
+/// restore mtime, but never ctime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StatKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl StatKey {
+    fn of(m: &std::fs::Metadata) -> StatKey {
+        StatKey {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// The last read of a file: its key, when it was read (wall clock, compared with the
+/// file's mtime), the SHA-1 of what was read and why that content could not be used.
+#[derive(Clone, Debug)]
+struct Seen {
+    stat: StatKey,
+    read_at: SystemTime,
+    digest: [u8; 20],
+    error: Option<String>,
+}
+
+/// How long after its last modification a file's stat key is not trusted: file
+/// timestamps tick at the kernel's coarse clock (a jiffy), so a file rewritten twice in
+/// quick succession with the same size can keep its mtime ("racy git").
+const RACY: Duration = Duration::from_secs(2);
+
+/// One file of the directory, across polls.
+#[derive(Clone, Debug, Default)]
+struct FileState {
+    /// The last successful read (good or bad content).
+    seen: Option<Seen>,
+    /// The last good parse: what the file contributes, kept while it is unreadable or
+    /// does not parse (an editor half-way through a save must not delete it).
+    good: Option<ParsedFile>,
+    /// Why the last poll could not use the file's current content, if it could not.
+    error: Option<String>,
+}
+
+impl FileState {
+    /// True when the file's stat key `stat` is the one last read and the file had not
+    /// been modified within [`RACY`] of that read: its content cannot have changed.
+    fn settled(&self, stat: &StatKey) -> bool {
+        let Some(seen) = &self.seen else { return false };
+        let mtime = UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(stat.mtime.0).unwrap_or(0),
+                u32::try_from(stat.mtime.1).unwrap_or(0),
+            );
+        seen.stat == *stat && seen.read_at.duration_since(mtime).is_ok_and(|d| d >= RACY)
+    }
+}
+
+/// The directory could not be listed: nothing is known about its files, so every object
+/// is kept as it is ("I could not read it" never means "it was deleted").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirError(pub String);
+
+impl std::fmt::Display for DirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What one poll found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Polled {
+    /// The objects changed since the last poll; they were handed to the visitor.
+    pub changed: bool,
+    /// Every error that holds now: unreadable and skipped files, bad documents,
+    /// duplicates.
+    pub errors: Vec<String>,
+}
+
 /// Scanner state across polls.
 #[derive(Debug, Default)]
 pub struct Scanner {
-    files: BTreeMap<String, (Vec<u8>, ParsedFile)>,
+    files: BTreeMap<String, FileState>,
     stamps: HashMap<(Kind, String), Stamp>,
     next_rv: u64,
     reported: HashMap<String, String>,
-    /// Errors of the last full scan, repeated while nothing changes.
-    last_errors: Vec<String>,
+    /// Duplicate definitions found by the last visit (they change only when files do).
+    duplicates: Vec<String>,
     scanned_once: bool,
+    /// Files read so far (tests check that an unchanged file is not read again).
+    reads: u64,
 }
 
 impl Scanner {
-    /// Like [`Scanner::scan`], but `None` when no file was added, removed or changed since
-    /// the last scan: an idle poll then costs a directory read and a byte comparison, not
-    /// a decode and store diff of every object (at 5,000 Pods that is most of a core).
+    /// Poll the directory. When it cannot be listed (missing, EACCES, EIO, ELOOP, not a
+    /// directory), `Err` and nothing changes. Otherwise each file is read if it is new or
+    /// its stat key changed, and when any file's objects changed (or on the first poll)
+    /// every stamped object goes to `visit` (kinds in [`Kind::ALL`] order), so the caller
+    /// decodes each at once and a scan never holds every object as a `Value` tree.
     ///
-    /// Each stamped object goes to `visit` (kinds in [`Kind::ALL`] order) instead of into
-    /// a collection: the caller decodes each at once, so a scan never holds every object
-    /// as a `Value` tree.
-    pub fn visit_if_changed(
+    /// Files that exist but cannot be used (unreadable, not a regular file, too big, not
+    /// parseable) keep the objects of their last good read. Only a file that is gone from
+    /// a directory that could be listed loses its objects.
+    pub fn poll(
         &mut self,
         cfg: &ManifestsConfig,
         now: SystemTime,
         visit: impl FnMut(Kind, Value),
-    ) -> Option<Vec<String>> {
-        let (seen, errors) = read_files(cfg);
-        let unchanged = self.scanned_once
-            && errors.is_empty()
-            && seen.len() == self.files.len()
-            && seen
-                .iter()
-                .all(|(n, b)| self.files.get(n).is_some_and(|(old, _)| old == b));
-        if unchanged {
-            return None;
+    ) -> Result<Polled, DirError> {
+        let names = list_dir(&cfg.dir)?;
+        let mut changed = !self.scanned_once;
+        let before = self.files.len();
+        self.files.retain(|name, f| {
+            let keep = names.contains(name);
+            if !keep && f.good.is_some() {
+                log::info!("manifests file={name} removed: deleting its objects");
+            }
+            keep
+        });
+        changed |= self.files.len() != before;
+        for name in &names {
+            let state = self.files.entry(name.clone()).or_default();
+            changed |= refresh(&cfg.dir, name, state, &mut self.reads);
         }
-        Some(self.visit(cfg, now, (seen, errors), visit))
+        if changed {
+            self.visit(cfg, now, visit);
+        }
+        self.scanned_once = true;
+        let mut errors = Vec::new();
+        for f in self.files.values() {
+            errors.extend(f.error.iter().cloned());
+            if let Some(p) = &f.good {
+                errors.extend(p.errors.iter().cloned());
+            }
+        }
+        errors.extend(self.duplicates.iter().cloned());
+        Ok(Polled { changed, errors })
     }
 
     /// Read the directory; returns the desired objects per kind (already filtered and
-    /// stamped) and the errors of this scan.
+    /// stamped) and the errors of this scan (a directory that cannot be listed is one).
     pub fn scan(
         &mut self,
         cfg: &ManifestsConfig,
@@ -210,49 +328,33 @@ impl Scanner {
     ) -> (BTreeMap<Kind, Vec<Value>>, Vec<String>) {
         let mut out: BTreeMap<Kind, Vec<Value>> =
             Kind::ALL.iter().map(|k| (*k, Vec::new())).collect();
-        let files = read_files(cfg);
-        let errors = self.visit(cfg, now, files, |kind, v| {
-            out.entry(kind).or_default().push(v)
-        });
-        (out, errors)
+        // Every call yields the whole set, as if it were the first poll.
+        self.scanned_once = false;
+        match self.poll(cfg, now, |kind, v| out.entry(kind).or_default().push(v)) {
+            Ok(p) => (out, p.errors),
+            Err(e) => (out, vec![e.0]),
+        }
     }
 
-    /// One scan of the files just read, handing each stamped object to `visit`; returns
-    /// the scan's errors.
+    /// Hand every stamped object of the current files to `visit`; records duplicates.
     fn visit(
         &mut self,
         cfg: &ManifestsConfig,
         now: SystemTime,
-        (seen, mut errors): (BTreeMap<String, Vec<u8>>, Vec<String>),
         mut visit: impl FnMut(Kind, Value),
-    ) -> Vec<String> {
-        self.files.retain(|name, _| seen.contains_key(name));
-        for (name, bytes) in seen {
-            if self.files.get(&name).is_some_and(|(b, _)| *b == bytes) {
-                continue;
-            }
-            let parsed = String::from_utf8(bytes.clone())
-                .map_err(|_| format!("{name}: not UTF-8"))
-                .and_then(|t| parse_file(&name, &t));
-            match parsed {
-                Ok(p) => {
-                    self.files.insert(name, (bytes, p));
-                }
-                // Keep the previous good parse (or nothing) of a broken file.
-                Err(e) => errors.push(e),
-            }
-        }
+    ) {
+        let mut duplicates = Vec::new();
         let mut desired: BTreeMap<Kind, BTreeMap<String, String>> = BTreeMap::new();
         let mut owner: HashMap<(Kind, String), String> = HashMap::new();
-        for (name, (_, parsed)) in &self.files {
-            errors.extend(parsed.errors.iter().cloned());
+        for (name, f) in &self.files {
+            let Some(parsed) = &f.good else { continue };
             for o in &parsed.objects {
                 if !selected(cfg, o) {
                     continue;
                 }
                 let id = (o.kind, o.key.clone());
                 if let Some(first) = owner.get(&id) {
-                    errors.push(format!(
+                    duplicates.push(format!(
                         "{name}: {} {} is already defined in {first}; ignored",
                         o.kind, o.key
                     ));
@@ -271,9 +373,7 @@ impl Scanner {
                 visit(kind, self.stamp(kind, key, &json, now));
             }
         }
-        self.scanned_once = true;
-        self.last_errors = errors.clone();
-        errors
+        self.duplicates = duplicates;
     }
 
     fn stamp(&mut self, kind: Kind, key: String, json: &str, now: SystemTime) -> Value {
@@ -326,30 +426,87 @@ impl Scanner {
     }
 }
 
-/// The manifests files of the directory (`*.yaml`, `*.yml`, `*.json`, not hidden) by name,
-/// and the errors reading them.
-fn read_files(cfg: &ManifestsConfig) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
-    let mut errors = Vec::new();
-    let mut seen = BTreeMap::new();
-    match std::fs::read_dir(&cfg.dir) {
-        Err(e) => errors.push(format!("{}: {e}", cfg.dir.display())),
-        Ok(rd) => {
-            for entry in rd.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let wanted = [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s));
-                if !wanted || name.starts_with('.') {
-                    continue;
-                }
-                match std::fs::read(entry.path()) {
-                    Ok(bytes) => {
-                        seen.insert(name, bytes);
-                    }
-                    Err(e) => errors.push(format!("{name}: {e}")),
-                }
-            }
+/// The names of the manifests files in `dir` (`*.yaml`, `*.yml`, `*.json`, not hidden:
+/// editors' and Kubernetes volumes' `..data` entries start with a dot). Any error listing
+/// it, including one on a single entry, is a [`DirError`]: a partial listing would read as
+/// deleted files.
+fn list_dir(dir: &Path) -> Result<BTreeSet<String>, DirError> {
+    let err =
+        |e: std::io::Error| DirError(format!("{}: cannot list the directory: {e}", dir.display()));
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let wanted = [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s));
+        if wanted && !name.starts_with('.') {
+            names.insert(name);
         }
     }
-    (seen, errors)
+    Ok(names)
+}
+
+/// Bring one file's state up to date; true when its objects changed. Reads the file only
+/// if its stat key changed (or is too recent to trust), parses it only if its content
+/// did, and never opens what is not a regular file (see `crate::files`).
+fn refresh(dir: &Path, name: &str, state: &mut FileState, reads: &mut u64) -> bool {
+    let path = dir.join(name);
+    let kept = |state: &FileState| {
+        if state.good.is_some() {
+            "; keeping its last good objects"
+        } else {
+            ""
+        }
+    };
+    let meta = match files::check_regular(&path, files::MANIFEST_MAX) {
+        Ok(m) => m,
+        Err(e) => {
+            state.error = Some(format!("{name}: {e}{}", kept(state)));
+            return false;
+        }
+    };
+    let stat = StatKey::of(&meta);
+    if state.settled(&stat) {
+        state.error = state.seen.as_ref().and_then(|s| s.error.clone());
+        return false;
+    }
+    let read_at = SystemTime::now();
+    *reads += 1;
+    let bytes = match files::read_regular(&path, files::MANIFEST_MAX) {
+        Ok(b) => b,
+        Err(e) => {
+            state.seen = None;
+            state.error = Some(format!("{name}: {e}{}", kept(state)));
+            return false;
+        }
+    };
+    let digest: [u8; 20] = Sha1::digest(&bytes).into();
+    if let Some(seen) = state.seen.as_mut().filter(|s| s.digest == digest) {
+        seen.stat = stat;
+        seen.read_at = read_at;
+        state.error = seen.error.clone();
+        return false;
+    }
+    let parsed = String::from_utf8(bytes)
+        .map_err(|_| format!("{name}: not UTF-8"))
+        .and_then(|t| parse_file(name, &t));
+    let (changed, error) = match parsed {
+        Ok(p) => {
+            let changed = state.good.as_ref() != Some(&p);
+            state.good = Some(p);
+            (changed, None)
+        }
+        Err(e) => (false, Some(format!("{e}{}", kept(state)))),
+    };
+    state.error = error.clone();
+    state.seen = Some(Seen {
+        stat,
+        read_at,
+        digest,
+        error,
+    });
+    changed
 }
 
 fn selected(cfg: &ManifestsConfig, o: &RawObject) -> bool {
@@ -438,7 +595,9 @@ impl Decoded {
     }
 }
 
-/// The poll loop of the `manifests` thread; returns on stop.
+/// The poll loop of the `manifests` thread; returns on stop. The kinds are reported
+/// synced only after the first poll that could list the directory: a directory missing
+/// at start must not read as "no objects" (that would give the ExternalNode's NIC back).
 pub(crate) fn run(
     cfg: &ManifestsConfig,
     stores: &Stores,
@@ -447,36 +606,57 @@ pub(crate) fn run(
     status: &std::sync::Arc<std::sync::Mutex<BTreeMap<Kind, KindStatus>>>,
 ) {
     let mut scanner = Scanner::default();
-    let mut first = true;
+    let mut synced = false;
+    let mut dir_failing = false;
+    let mut decode_errors: Vec<String> = Vec::new();
     loop {
         let mut decoded = Decoded::default();
-        let scan = scanner.visit_if_changed(cfg, SystemTime::now(), |k, v| decoded.add(k, v));
-        let errors = match scan {
-            Some(mut errors) => {
-                errors.append(&mut decoded.errors);
-                if !decoded.apply(stores, events, stop) {
-                    return;
+        let polled = scanner.poll(cfg, SystemTime::now(), |k, v| decoded.add(k, v));
+        match polled {
+            Err(e) => {
+                // One line when it starts failing, not one per poll.
+                if !dir_failing {
+                    log::error!(
+                        "manifests dir={} err={e}; keeping every object as it is and retrying",
+                        cfg.dir.display()
+                    );
+                    dir_failing = true;
                 }
-                // Decode errors found while applying belong to this state too.
-                scanner.last_errors = errors.clone();
-                errors
+                for kind in Kind::ALL {
+                    set_status(status, kind, |s| s.last_error = Some(e.0.clone()));
+                }
             }
-            None => scanner.last_errors.clone(),
-        };
-        for e in scanner.fresh_errors(errors.clone()) {
-            log::warn!("manifests dir={} err={e}", cfg.dir.display());
-        }
-        for kind in Kind::ALL {
-            set_status(status, kind, |s| {
-                s.synced = true;
-                s.last_error = (!errors.is_empty()).then(|| errors.join("; "));
-            });
-        }
-        if first {
-            first = false;
-            for kind in Kind::ALL {
-                if !send(events, stop, Event::Synced(kind)) {
-                    return;
+            Ok(polled) => {
+                if dir_failing {
+                    log::info!("manifests dir={} readable again", cfg.dir.display());
+                    dir_failing = false;
+                }
+                if polled.changed {
+                    decode_errors = std::mem::take(&mut decoded.errors);
+                    if !decoded.apply(stores, events, stop) {
+                        return;
+                    }
+                }
+                let mut errors = polled.errors;
+                errors.extend(decode_errors.iter().cloned());
+                for e in scanner.fresh_errors(errors.clone()) {
+                    log::warn!("manifests dir={} err={e}", cfg.dir.display());
+                }
+                let ok_at = std::time::Instant::now();
+                for kind in Kind::ALL {
+                    set_status(status, kind, |s| {
+                        s.synced = true;
+                        s.last_ok = Some(ok_at);
+                        s.last_error = (!errors.is_empty()).then(|| errors.join("; "));
+                    });
+                }
+                if !synced {
+                    synced = true;
+                    for kind in Kind::ALL {
+                        if !send(events, stop, Event::Synced(kind)) {
+                            return;
+                        }
+                    }
                 }
             }
         }

@@ -112,6 +112,9 @@ pub struct KindStatus {
     pub errors_total: u64,
     /// Full LISTs after the first one (410 Gone, a failed watch resume, …).
     pub relists: u64,
+    /// When the source last read this kind successfully (a LIST, a watch, a manifests
+    /// poll that could list the directory).
+    pub last_ok: Option<std::time::Instant>,
 }
 
 type StatusMap = Arc<Mutex<BTreeMap<Kind, KindStatus>>>;
@@ -358,6 +361,7 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                                 s.synced = true;
                                 s.last_error = None;
                                 s.relists += u64::from(relist);
+                                s.last_ok = Some(Instant::now());
                             });
                             if !synced {
                                 synced = true;
@@ -424,10 +428,14 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                     };
                     match w.on_watch_event(ev, Instant::now()) {
                         Ok(d) => {
-                            if attempts > 0 {
-                                attempts = 0;
-                                set_status(&ctx.status, ctx.kind, |s| s.last_error = None);
-                            }
+                            let now = Instant::now();
+                            set_status(&ctx.status, ctx.kind, |s| {
+                                s.last_ok = Some(now);
+                                if attempts > 0 {
+                                    s.last_error = None;
+                                }
+                            });
+                            attempts = 0;
                             if let Some(d) = d {
                                 if !apply_delta(store, d, &ctx.events, &ctx.stop) {
                                     return;

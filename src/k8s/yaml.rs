@@ -1,81 +1,304 @@
-//! YAML documents (kubeconfig, manifests) as `serde_json::Value`, so that YAML and JSON
-//! inputs share one serde path. Owns only the conversion; yaml-rust2 parses (YAML 1.2
-//! core schema, so `yes`/`on` stay strings as Kubernetes expects).
+//! YAML documents (kubeconfig, the config file, manifests) as `serde_json::Value`, so that
+//! YAML and JSON inputs share one serde path. yaml-rust2 scans and parses (YAML 1.2 core
+//! schema, so `yes`/`on` stay strings as Kubernetes expects); this module builds the values
+//! from its event stream itself, with bounds, instead of using `YamlLoader`:
+//!
+//! * `YamlLoader` expands aliases by cloning, so a few hundred bytes of nested aliases (an
+//!   "alias bomb") become gigabytes; here every alias counts the nodes it stands for
+//!   against [`Limits::max_alias_nodes`] and [`Limits::max_nodes`];
+//! * yaml-rust2's `Parser::load` recurses once per nesting level, so a deeply nested file
+//!   overflows the stack of the thread reading it; here the parser is driven event by
+//!   event (`next_token` keeps its own state stack) and nesting is capped at
+//!   [`Limits::max_depth`], which also bounds the recursion of everything that later walks
+//!   the value (serde, `Drop`).
+//!
+//! Every error names the line and column it was found at; callers prefix the file name.
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Number, Value};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
+use yaml_rust2::parser::{Event, Parser, Tag};
+use yaml_rust2::scanner::TScalarStyle;
 
-/// Parse every document of a YAML stream (`---` separated). Empty documents come back as
-/// `Value::Null` so that document indexes in error messages match the file.
-pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
-    docs.iter()
-        .enumerate()
-        .map(|(i, d)| to_json(d).map_err(|e| format!("document {i}: {e}")))
-        .collect()
+/// Bounds on one YAML stream (a whole file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Nested mappings and sequences, the document's own top level counting as 1.
+    /// Kubernetes objects need about 10; 64 leaves room for anything real.
+    pub max_depth: usize,
+    /// Nodes (scalars, mappings, sequences) in all documents of the stream, an alias
+    /// counting every node of what it refers to. 1,000,000 nodes are 50-90 MB of values;
+    /// a List of 5,000 Pods written as `kubectl get -o yaml` prints them fits.
+    pub max_nodes: usize,
+    /// Of those, nodes that only aliases stand for (each is a copy). Real files alias a
+    /// few labels or a shared spec; 100,000 copies are at most ~9 MB.
+    pub max_alias_nodes: usize,
 }
 
-/// Convert one YAML node. Aliases and non-finite floats have no JSON form and are refused.
-pub fn to_json(y: &Yaml) -> Result<Value, String> {
+/// The limits every caller uses (documented in the README's limits section).
+pub const LIMITS: Limits = Limits {
+    max_depth: 64,
+    max_nodes: 1_000_000,
+    max_alias_nodes: 100_000,
+};
+
+/// Parse every document of a YAML stream (`---` separated) within [`LIMITS`]. Empty
+/// documents come back as `Value::Null` so that document indexes in error messages match
+/// the file.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    parse_documents_with(text, LIMITS)
+}
+
+/// [`parse_documents`] with explicit limits.
+pub fn parse_documents_with(text: &str, limits: Limits) -> Result<Vec<Value>, String> {
+    let mut parser = Parser::new_from_str(text);
+    let mut b = Builder::new(limits);
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| {
+            let m = e.marker();
+            format!("line {} column {}: {}", m.line(), m.col() + 1, e.info())
+        })?;
+        if ev == Event::StreamEnd {
+            return Ok(b.docs);
+        }
+        b.event(ev)
+            .map_err(|e| format!("line {} column {}: {e}", mark.line(), mark.col() + 1))?;
+    }
+}
+
+/// A container being built, with the anchor id it will be registered under (0 = none).
+enum Frame {
+    Seq(Vec<Value>, usize),
+    /// The mapping, the key waiting for its value, the anchor id.
+    Map(Map<String, Value>, Option<String>, usize),
+}
+
+/// An anchored node: its value, how many nodes it counts, how deep it nests.
+struct Anchored {
+    value: Value,
+    nodes: usize,
+    depth: usize,
+}
+
+/// Turns parser events into values. `stack` holds the open containers together with the
+/// node count at which each began (so a finished container knows its own size) and its
+/// nesting depth below.
+struct Builder {
+    limits: Limits,
+    docs: Vec<Value>,
+    stack: Vec<(Frame, usize, usize)>,
+    anchors: HashMap<usize, Anchored>,
+    nodes: usize,
+    alias_nodes: usize,
+    /// The document being built has its value already (only its end may follow).
+    doc_done: bool,
+}
+
+impl Builder {
+    fn new(limits: Limits) -> Builder {
+        Builder {
+            limits,
+            docs: Vec::new(),
+            stack: Vec::new(),
+            anchors: HashMap::new(),
+            nodes: 0,
+            alias_nodes: 0,
+            doc_done: false,
+        }
+    }
+
+    fn count(&mut self, n: usize) -> Result<(), String> {
+        self.nodes = self.nodes.saturating_add(n);
+        if self.nodes > self.limits.max_nodes {
+            return Err(format!(
+                "more than {} nodes (aliases count what they refer to): refusing to expand",
+                self.limits.max_nodes
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_depth(&self, below: usize) -> Result<(), String> {
+        if self.stack.len() + below > self.limits.max_depth {
+            return Err(format!(
+                "nested more than {} levels deep",
+                self.limits.max_depth
+            ));
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: Event) -> Result<(), String> {
+        match ev {
+            Event::StreamStart | Event::StreamEnd | Event::Nothing => Ok(()),
+            Event::DocumentStart => {
+                // Anchors are per document (YAML 1.2 §3.2.2.2; yaml-rust2 clears them too).
+                self.anchors.clear();
+                self.doc_done = false;
+                Ok(())
+            }
+            Event::DocumentEnd => {
+                if !self.doc_done {
+                    self.docs.push(Value::Null);
+                }
+                self.stack.clear();
+                Ok(())
+            }
+            Event::SequenceStart(aid, _) => {
+                self.check_depth(1)?;
+                self.count(1)?;
+                let start = self.nodes;
+                self.stack.push((Frame::Seq(Vec::new(), aid), start, 1));
+                Ok(())
+            }
+            Event::MappingStart(aid, _) => {
+                self.check_depth(1)?;
+                self.count(1)?;
+                let start = self.nodes;
+                self.stack
+                    .push((Frame::Map(Map::new(), None, aid), start, 1));
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some((frame, start, depth)) = self.stack.pop() else {
+                    return Err("unbalanced end of a collection".into());
+                };
+                let nodes = self.nodes - start + 1;
+                let (value, aid) = match frame {
+                    Frame::Seq(v, aid) => (Value::Array(v), aid),
+                    Frame::Map(m, None, aid) => (Value::Object(m), aid),
+                    Frame::Map(_, Some(k), _) => {
+                        return Err(format!("mapping key {k:?} has no value"));
+                    }
+                };
+                self.finish(value, aid, nodes, depth)
+            }
+            Event::Scalar(text, style, aid, tag) => {
+                self.count(1)?;
+                let value = scalar(text, style, tag.as_ref())?;
+                self.finish(value, aid, 1, 0)
+            }
+            Event::Alias(id) => {
+                let Some(a) = self.anchors.get(&id) else {
+                    return Err("alias to an unknown anchor".into());
+                };
+                let (nodes, depth) = (a.nodes, a.depth);
+                self.check_depth(depth)?;
+                self.alias_nodes = self.alias_nodes.saturating_add(nodes);
+                if self.alias_nodes > self.limits.max_alias_nodes {
+                    return Err(format!(
+                        "aliases expand to more than {} nodes: refusing to expand",
+                        self.limits.max_alias_nodes
+                    ));
+                }
+                self.count(nodes)?;
+                let value = self.anchors.get(&id).map(|a| a.value.clone());
+                self.finish(value.unwrap_or(Value::Null), 0, nodes, depth)
+            }
+        }
+    }
+
+    /// A node is complete: register its anchor, then hand it to its parent (or make it the
+    /// document).
+    fn finish(
+        &mut self,
+        value: Value,
+        aid: usize,
+        nodes: usize,
+        depth: usize,
+    ) -> Result<(), String> {
+        if aid > 0 {
+            self.anchors.insert(
+                aid,
+                Anchored {
+                    value: value.clone(),
+                    nodes,
+                    depth,
+                },
+            );
+        }
+        let Some((parent, _, parent_depth)) = self.stack.last_mut() else {
+            if self.doc_done {
+                return Err("a second node at the top level of a document".into());
+            }
+            self.docs.push(value);
+            self.doc_done = true;
+            return Ok(());
+        };
+        *parent_depth = (*parent_depth).max(depth + 1);
+        match parent {
+            Frame::Seq(items, _) => items.push(value),
+            Frame::Map(m, pending, _) => match pending.take() {
+                Some(k) => {
+                    m.insert(k, value);
+                }
+                None => *pending = Some(key_of(value)?),
+            },
+        }
+        Ok(())
+    }
+}
+
+/// A mapping key as a JSON object key: scalars only.
+fn key_of(v: Value) -> Result<String, String> {
+    match v {
+        Value::String(s) => Ok(s),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(format!("unsupported mapping key {other}")),
+    }
+}
+
+/// A scalar as yaml-rust2's `YamlLoader` resolves it (quoted → string; a `!!bool`,
+/// `!!int`, `!!float`, `!!null` tag → that type or an error; plain → the core schema),
+/// then as JSON. Non-finite floats have no JSON form and are refused.
+fn scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
+    let y = if style != TScalarStyle::Plain {
+        Yaml::String(text)
+    } else if let Some(tag) = tag {
+        if tag.handle == "tag:yaml.org,2002:" {
+            let bad = || format!("{text:?} is not a valid !!{}", tag.suffix);
+            match tag.suffix.as_str() {
+                "bool" => match text.as_str() {
+                    "true" | "True" | "TRUE" => Yaml::Boolean(true),
+                    "false" | "False" | "FALSE" => Yaml::Boolean(false),
+                    _ => return Err(bad()),
+                },
+                "int" => Yaml::Integer(text.parse().map_err(|_| bad())?),
+                "float" => match Yaml::from_str(&text) {
+                    Yaml::Real(_) | Yaml::Integer(_) => Yaml::Real(text),
+                    _ => return Err(bad()),
+                },
+                "null" => match text.as_str() {
+                    "~" | "null" => Yaml::Null,
+                    _ => return Err(bad()),
+                },
+                _ => Yaml::String(text),
+            }
+        } else {
+            Yaml::String(text)
+        }
+    } else {
+        Yaml::from_str(&text)
+    };
     Ok(match y {
         Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Integer(i) => Value::Number((*i).into()),
-        Yaml::Real(s) => {
+        Yaml::Boolean(b) => Value::Bool(b),
+        Yaml::Integer(i) => Value::Number(i.into()),
+        Yaml::Real(ref s) => {
             let f = y
                 .as_f64()
                 .ok_or_else(|| format!("bad floating point number {s:?}"))?;
             Value::Number(Number::from_f64(f).ok_or_else(|| format!("{s:?} has no JSON form"))?)
         }
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(a) => Value::Array(a.iter().map(to_json).collect::<Result<_, _>>()?),
-        Yaml::Hash(h) => {
-            let mut m = Map::new();
-            for (k, v) in h {
-                let key = match k {
-                    Yaml::String(s) => s.clone(),
-                    Yaml::Integer(i) => i.to_string(),
-                    Yaml::Boolean(b) => b.to_string(),
-                    Yaml::Real(s) => s.clone(),
-                    other => return Err(format!("unsupported mapping key {other:?}")),
-                };
-                m.insert(key, to_json(v)?);
-            }
-            Value::Object(m)
+        Yaml::String(s) => Value::String(s),
+        // Scalars resolve to none of these.
+        Yaml::Array(_) | Yaml::Hash(_) | Yaml::Alias(_) | Yaml::BadValue => {
+            return Err("invalid YAML value".to_string());
         }
-        Yaml::Alias(_) => return Err("YAML aliases are not supported".to_string()),
-        Yaml::BadValue => return Err("invalid YAML value".to_string()),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn documents_convert_to_json() {
-        let docs = parse_documents(
-            "a: 1\nb: [x, 'y', 2.5, true, null]\nc: {d: yes}\n---\n---\nkey: \"0123\"\n",
-        )
-        .unwrap();
-        assert_eq!(
-            docs,
-            vec![
-                json!({"a": 1, "b": ["x", "y", 2.5, true, null], "c": {"d": "yes"}}),
-                Value::Null,
-                json!({"key": "0123"})
-            ]
-        );
-    }
-
-    #[test]
-    fn errors_are_reported() {
-        assert!(parse_documents("a: [1, 2\n").is_err());
-        // yaml-rust2 resolves anchors itself.
-        assert_eq!(
-            parse_documents("a: &x 1\nb: *x\n").unwrap(),
-            vec![json!({"a": 1, "b": 1})]
-        );
-    }
-}
+mod tests;

@@ -69,6 +69,10 @@ pub struct WatchStatus {
     #[serde(default)]
     pub relists: u64,
     pub last_error: Option<String>,
+    /// Seconds since the source last read this kind successfully (a LIST, a watch, a
+    /// manifests poll that could list the directory); None before the first.
+    #[serde(default)]
+    pub last_ok_age_seconds: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -63,6 +63,9 @@ impl Probe {
                     errors: st.errors_total,
                     relists: st.relists,
                     last_error: st.last_error,
+                    last_ok_age_seconds: st
+                        .last_ok
+                        .map(|t| now.saturating_duration_since(t).as_secs_f64()),
                 }
             })
             .collect();

@@ -79,6 +79,7 @@ pub fn human(s: &Snapshot) -> String {
         "EVENTS".into(),
         "ERRORS".into(),
         "RELISTS".into(),
+        "LAST OK".into(),
         "LAST ERROR".into(),
     ]];
     for w in &s.watches {
@@ -91,6 +92,8 @@ pub fn human(s: &Snapshot) -> String {
             w.events.to_string(),
             w.errors.to_string(),
             w.relists.to_string(),
+            w.last_ok_age_seconds
+                .map_or_else(|| "-".into(), |a| format!("{a:.0}s ago")),
             opt(w.last_error.as_ref()),
         ]);
     }

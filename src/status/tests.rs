@@ -46,6 +46,7 @@ fn sample() -> Snapshot {
             errors: 0,
             relists: 1,
             last_error: None,
+            last_ok_age_seconds: Some(0.4),
         }],
         traffic_controls: vec![TcRow {
             name: "mirror-web".into(),
@@ -79,8 +80,8 @@ fn human_table() {
 ovsdb connected (/r/db.sock)  openflow DISCONNECTED (/r/br-int.mgmt, 1 reconnects)  flows=12  queue=0
 
 WATCH
-KIND  SYNCED  RV  LAST EVENT  EVENTS  ERRORS  RELISTS  LAST ERROR
-Pod   yes     7   4s ago      2       0       1        -
+KIND  SYNCED  RV  LAST EVENT  EVENTS  ERRORS  RELISTS  LAST OK  LAST ERROR
+Pod   yes     7   4s ago      2       0       1        0s ago   -
 
 TRAFFICCONTROL
 NAME        PODS                 TARGET   RETURN  FLOWS  LAST ERROR

@@ -118,3 +118,202 @@ fn rfc3339_dates() {
         "2100-02-28T23:59:59Z"
     );
 }
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tether-mf-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const NS: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: n1}\n";
+const TC: &str =
+    "apiVersion: crd.antrea.io/v1alpha2\nkind: TrafficControl\nmetadata: {name: tc1}\nspec: {}\n";
+
+/// Keys of the objects one poll hands over, or None when the poll changed nothing.
+fn poll_keys(s: &mut Scanner, cfg: &ManifestsConfig) -> Result<Option<Vec<String>>, DirError> {
+    let mut keys = Vec::new();
+    let p = s.poll(cfg, UNIX_EPOCH, |k, v| {
+        keys.push(format!(
+            "{k} {}",
+            v["metadata"]["name"].as_str().unwrap_or("?")
+        ))
+    })?;
+    Ok(p.changed.then_some(keys))
+}
+
+/// The directory renamed away (or unmounted, or unreadable) for a poll: every object
+/// stays, and when it is back nothing has changed.
+#[test]
+fn a_directory_that_cannot_be_listed_changes_nothing() {
+    let dir = tmpdir("gone");
+    std::fs::write(dir.join("ns.yaml"), NS).unwrap();
+    std::fs::write(dir.join("tc.yaml"), TC).unwrap();
+    let cfg = ManifestsConfig::new(dir.clone(), "vm1", "default");
+    let mut s = Scanner::default();
+    assert_eq!(
+        poll_keys(&mut s, &cfg).unwrap(),
+        Some(vec![
+            "Namespace n1".to_string(),
+            "TrafficControl tc1".to_string()
+        ])
+    );
+    let away = dir.with_extension("away");
+    std::fs::rename(&dir, &away).unwrap();
+    let e = poll_keys(&mut s, &cfg).unwrap_err();
+    assert!(
+        e.0.starts_with(&format!("{}: cannot list the directory: ", dir.display())),
+        "{e}"
+    );
+    // A file where the directory was: ENOTDIR, the same.
+    std::fs::write(&dir, "x").unwrap();
+    assert!(poll_keys(&mut s, &cfg).is_err());
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(&away, &dir).unwrap();
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+    // Only a file gone from a listable directory deletes its objects.
+    std::fs::remove_file(dir.join("tc.yaml")).unwrap();
+    assert_eq!(
+        poll_keys(&mut s, &cfg).unwrap(),
+        Some(vec!["Namespace n1".to_string()])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// At start, before any good poll, a missing directory is an error, not an empty set.
+#[test]
+fn a_missing_directory_at_the_first_poll_is_an_error() {
+    let dir = tmpdir("first").join("nope");
+    let cfg = ManifestsConfig::new(dir, "vm1", "default");
+    let mut s = Scanner::default();
+    assert!(poll_keys(&mut s, &cfg).is_err());
+    let (objs, errors) = s.scan(&cfg, UNIX_EPOCH);
+    assert!(objs.values().all(Vec::is_empty));
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0].contains("cannot list the directory"),
+        "{errors:?}"
+    );
+}
+
+/// A path that exists but cannot be used keeps the objects of its last good read: a
+/// directory in place of a file, a dangling symlink, a file over the size limit.
+#[test]
+fn an_unusable_file_keeps_its_last_good_objects() {
+    let dir = tmpdir("unusable");
+    let cfg = ManifestsConfig::new(dir.clone(), "vm1", "default");
+    std::fs::write(dir.join("tc.yaml"), TC).unwrap();
+    let mut s = Scanner::default();
+    assert!(poll_keys(&mut s, &cfg).unwrap().is_some());
+    std::fs::remove_file(dir.join("tc.yaml")).unwrap();
+    std::fs::create_dir(dir.join("tc.yaml")).unwrap();
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+    let p = s.poll(&cfg, UNIX_EPOCH, |_, _| {}).unwrap();
+    assert_eq!(
+        p.errors,
+        vec!["tc.yaml: not a regular file (a directory); skipped; keeping its last good objects"]
+    );
+    std::fs::remove_dir(dir.join("tc.yaml")).unwrap();
+    std::os::unix::fs::symlink(dir.join("nowhere.yaml"), dir.join("tc.yaml")).unwrap();
+    let p = s.poll(&cfg, UNIX_EPOCH, |_, _| {}).unwrap();
+    assert!(!p.changed);
+    assert!(
+        p.errors[0].starts_with("tc.yaml: No such file or directory"),
+        "{:?}",
+        p.errors
+    );
+    std::fs::remove_file(dir.join("tc.yaml")).unwrap();
+    // Sparse, so the test writes nothing: the size is refused before reading.
+    let f = std::fs::File::create(dir.join("tc.yaml")).unwrap();
+    f.set_len(crate::files::MANIFEST_MAX + 1).unwrap();
+    let p = s.poll(&cfg, UNIX_EPOCH, |_, _| {}).unwrap();
+    assert!(!p.changed);
+    assert_eq!(
+        p.errors,
+        vec![
+            "tc.yaml: 67108865 bytes, more than the limit of 67108864 bytes; skipped; keeping its last good objects"
+        ]
+    );
+    // Good again: back to normal, no change (same objects).
+    std::fs::write(dir.join("tc.yaml"), TC).unwrap();
+    let p = s.poll(&cfg, UNIX_EPOCH, |_, _| {}).unwrap();
+    assert!(!p.changed);
+    assert!(p.errors.is_empty(), "{:?}", p.errors);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// FIFOs, sockets and devices are never opened (a FIFO would block the poller, /dev/zero
+/// would never end); a symlink to a regular file anywhere is read.
+#[test]
+fn only_regular_files_are_read() {
+    let dir = tmpdir("kinds");
+    let outside = tmpdir("kinds-outside");
+    let cfg = ManifestsConfig::new(dir.clone(), "vm1", "default");
+    std::fs::write(outside.join("ns.yaml"), NS).unwrap();
+    std::os::unix::fs::symlink(outside.join("ns.yaml"), dir.join("link.yaml")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.yaml")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("dir.yaml")).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.join("fifo.yaml"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _sock = std::os::unix::net::UnixListener::bind(dir.join("sock.yaml")).unwrap();
+    let mut s = Scanner::default();
+    let mut keys = Vec::new();
+    let p = s
+        .poll(&cfg, UNIX_EPOCH, |k, v| {
+            keys.push(format!("{k} {}", v["metadata"]["name"].as_str().unwrap()))
+        })
+        .unwrap();
+    assert_eq!(keys, vec!["Namespace n1"]);
+    assert_eq!(
+        p.errors,
+        vec![
+            "dir.yaml: not a regular file (a directory); skipped",
+            "fifo.yaml: not a regular file (a FIFO); skipped",
+            "sock.yaml: not a regular file (a socket); skipped",
+            "zero.yaml: not a regular file (a character device); skipped",
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&outside).unwrap();
+}
+
+/// A file whose stat key did not change is not read again once its mtime is older than
+/// the racy window; a recent one is re-read (not re-parsed when its bytes are the same).
+#[test]
+fn unchanged_files_are_not_read_again() {
+    let dir = tmpdir("stat");
+    let cfg = ManifestsConfig::new(dir.clone(), "vm1", "default");
+    let old = dir.join("old.yaml");
+    std::fs::write(&old, NS).unwrap();
+    let f = std::fs::File::options().write(true).open(&old).unwrap();
+    f.set_modified(SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    drop(f);
+    let mut s = Scanner::default();
+    assert!(poll_keys(&mut s, &cfg).unwrap().is_some());
+    assert_eq!(s.reads, 1);
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+    assert_eq!(s.reads, 1);
+    // Just written: re-read every poll until it settles, but unchanged content is no
+    // change.
+    std::fs::write(dir.join("new.yaml"), TC).unwrap();
+    assert!(poll_keys(&mut s, &cfg).unwrap().is_some());
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+    assert_eq!(s.reads, 3);
+    // Same size, same second: the content is still seen (the racy case).
+    std::fs::write(dir.join("new.yaml"), TC.replace("tc1", "tc2")).unwrap();
+    assert_eq!(
+        poll_keys(&mut s, &cfg).unwrap(),
+        Some(vec![
+            "Namespace n1".to_string(),
+            "TrafficControl tc2".to_string()
+        ])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
