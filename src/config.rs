@@ -30,6 +30,8 @@ pub struct Config {
     pub policy_bypass_rules: Vec<Value>,
     /// Honour a kubeconfig's `insecure-skip-tls-verify` (refused otherwise).
     pub allow_insecure_tls: bool,
+    /// Accept an `http://` API server (refused otherwise).
+    pub allow_plain_http: bool,
     /// Warnings found while reading (unknown keys), for the log.
     pub warnings: Vec<String>,
 }
@@ -98,6 +100,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "allowInsecureTLS",
         "  honour insecure-skip-tls-verify in the kubeconfig (loud warning)",
     ),
+    (
+        "--allow-plain-http",
+        "allowPlainHTTP",
+        "  accept an http:// API server: token and objects in cleartext (test servers only)",
+    ),
 ];
 
 #[derive(Default)]
@@ -111,6 +118,7 @@ struct Raw {
     external_node_namespace: Option<String>,
     state_socket: Option<String>,
     allow_insecure_tls: Option<bool>,
+    allow_plain_http: Option<bool>,
 }
 
 impl Raw {
@@ -144,6 +152,7 @@ impl Raw {
                 .or(other.external_node_namespace),
             state_socket: self.state_socket.or(other.state_socket),
             allow_insecure_tls: self.allow_insecure_tls.or(other.allow_insecure_tls),
+            allow_plain_http: self.allow_plain_http.or(other.allow_plain_http),
         }
     }
 }
@@ -203,9 +212,10 @@ fn parse_file(
                 )));
             }
             ("allowInsecureTLS", Value::Bool(b)) => raw.allow_insecure_tls = Some(b),
-            ("allowInsecureTLS", other) => {
+            ("allowPlainHTTP", Value::Bool(b)) => raw.allow_plain_http = Some(b),
+            (k @ ("allowInsecureTLS" | "allowPlainHTTP"), other) => {
                 return Err(ConfigError(format!(
-                    "config {name}: allowInsecureTLS must be true or false, got {other}"
+                    "config {name}: {k} must be true or false, got {other}"
                 )));
             }
             // Antrea agent keys that make sense only on a K8s Node or are ours anyway.
@@ -251,6 +261,11 @@ pub fn parse_run(
         };
         if flag == "--allow-insecure-tls" {
             flags.allow_insecure_tls = Some(true);
+            i += 1;
+            continue;
+        }
+        if flag == "--allow-plain-http" {
+            flags.allow_plain_http = Some(true);
             i += 1;
             continue;
         }
@@ -335,6 +350,7 @@ pub fn parse_run(
         ),
         policy_bypass_rules: rules,
         allow_insecure_tls: r.allow_insecure_tls.unwrap_or(false),
+        allow_plain_http: r.allow_plain_http.unwrap_or(false),
         warnings,
     })
 }

@@ -137,6 +137,7 @@ fn start_source(
             let cc = k8s::kubeconfig::load_kubeconfig(path, None).map_err(err)?;
             let http = k8s::HttpConfig {
                 allow_insecure: cfg.allow_insecure_tls,
+                allow_plain_http: cfg.allow_plain_http,
                 ..Default::default()
             };
             let client = k8s::Client::new(&cc, http).map_err(err)?;

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod daemon;
 pub mod files;
 pub mod k8s;
+pub mod logging;
 pub mod netlink;
 pub mod notify;
 pub mod openflow;

@@ -1,7 +1,6 @@
 //! The `tether` binary: parse arguments, set up logging, hand over to the library.
 //! Exit codes (DESIGN §2): 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use tether::config::{self, Config, SETTINGS};
@@ -35,27 +34,6 @@ fn usage() -> String {
     s
 }
 
-/// Log lines: under systemd (`JOURNAL_STREAM` set) `<N>` syslog priorities and no
-/// timestamps (journald adds its own); otherwise `level target: message`.
-fn init_logging() {
-    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
-    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
-    b.format(move |f, r| {
-        if journald {
-            let prio = match r.level() {
-                log::Level::Error => 3,
-                log::Level::Warn => 4,
-                log::Level::Info => 6,
-                log::Level::Debug | log::Level::Trace => 7,
-            };
-            writeln!(f, "<{prio}>{}", r.args())
-        } else {
-            writeln!(f, "{:5} {}: {}", r.level(), r.target(), r.args())
-        }
-    });
-    b.init();
-}
-
 fn hostname() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -66,7 +44,7 @@ fn hostname() -> Option<String> {
 fn parse(args: &[String]) -> Result<Config, ExitCode> {
     config::parse_run(
         args,
-        &|p| std::fs::read_to_string(p).map_err(|e| e.to_string()),
+        &|p| tether::files::read_text(std::path::Path::new(p), tether::files::CONFIG_MAX),
         &|k| std::env::var(k).ok(),
         &hostname,
     )
@@ -85,7 +63,7 @@ fn run(args: &[String]) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    init_logging();
+    tether::logging::init("info");
     let stop = match tether::sys::termination_signals() {
         Ok(rx) => rx,
         Err(e) => {
@@ -120,6 +98,8 @@ fn check(args: &[String]) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // The report goes to stdout; log lines (warnings, or RUST_LOG's) to stderr.
+    tether::logging::init("warn");
     let mut findings = Vec::new();
     for w in &cfg.warnings {
         findings.push(config::check::Finding {

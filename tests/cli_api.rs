@@ -11,6 +11,10 @@ use apiserver::{ApiServer, Fault, FaultAction, On, Options};
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
 
 fn check(srv: &ApiServer, name: &str) -> (i32, String) {
+    check_with(srv, name, &["--allow-plain-http"])
+}
+
+fn check_with(srv: &ApiServer, name: &str, extra: &[&str]) -> (i32, String) {
     let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
@@ -36,6 +40,7 @@ fn check(srv: &ApiServer, name: &str) -> (i32, String) {
             "--state-socket",
             dir.join("tether.sock").to_str().unwrap(),
         ])
+        .args(extra)
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -125,4 +130,103 @@ fn unreachable_api_fails_with_a_fix() {
         "{t}"
     );
     assert!(lines_starting(&t, "ok   rbac").is_empty(), "{t}");
+}
+
+/// A plain http:// server is refused unless allowPlainHTTP / --allow-plain-http says so,
+/// and `check` says how to fix it.
+#[test]
+fn plain_http_is_refused_with_a_fix() {
+    let srv = ApiServer::start(Options::default());
+    let (code, t) = check_with(&srv, "plain", &[]);
+    assert_eq!(code, 1, "{t}");
+    let fail = lines_starting(&t, "FAIL api credentials: ");
+    assert_eq!(fail.len(), 1, "{t}");
+    assert!(
+        fail[0].ends_with(
+            "plain http:// would send the bearer token and every object in cleartext; refusing."
+        ),
+        "{t}"
+    );
+    let i = t
+        .lines()
+        .position(|l| l.starts_with("FAIL api credentials"))
+        .unwrap();
+    let fix = t.lines().nth(i + 1).unwrap();
+    assert!(
+        fix.starts_with("     fix: use the API server's https:// address"),
+        "{fix}"
+    );
+    assert!(
+        fix.ends_with("set allowPlainHTTP: true in the config (--allow-plain-http)"),
+        "{fix}"
+    );
+}
+
+/// `RUST_LOG=trace` must not write the bearer token anywhere: ureq-proto hex-dumps every
+/// request head at trace, so its (and rustls's) trace records are dropped.
+#[test]
+fn trace_logging_never_shows_the_token() {
+    const TOKEN: &str = "tok-5f0c2a9e-never-log-me";
+    let srv = ApiServer::start(Options {
+        certs: Some(apiserver::Certs::new(&["127.0.0.1"])),
+        tokens: vec![TOKEN.to_string()],
+        require_auth: true,
+        ..Options::default()
+    });
+    let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-trace", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.crt");
+    std::fs::write(&ca, srv.shared_ca().unwrap()).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {{server: '{}', certificate-authority: {}}}\nusers:\n- name: vm\n  user: {{token: {TOKEN}}}\ncontexts:\n- name: vm\n  context: {{cluster: c, user: vm}}\n",
+            srv.url(),
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let o = std::process::Command::new(TETHER)
+        .args([
+            "check",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--node-name",
+            "vm1",
+        ])
+        .args(["--ovs-rundir", dir.join("no-ovs").to_str().unwrap()])
+        .args(["--state-socket", dir.join("s.sock").to_str().unwrap()])
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // It did talk to the server with the token, and logging was on.
+    assert!(out.contains("ok   rbac pods: list+watch"), "{out}");
+    assert!(srv.requests().iter().any(|r| r.ends_with("auth=ok")));
+    assert!(out.contains("DEBUG ureq"), "{out}");
+    assert!(
+        !out.contains("TRACE ureq") && !out.contains("TRACE rustls"),
+        "{out}"
+    );
+    assert!(!out.contains(TOKEN), "{out}");
+    // Not in hex either (the dump's form), in any 4-byte window.
+    let hex: String = out
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .collect::<String>()
+        .to_lowercase();
+    for w in TOKEN.as_bytes().windows(4) {
+        let h: String = w.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            !hex.contains(&h),
+            "hex of {:?} in the log",
+            String::from_utf8_lossy(w)
+        );
+    }
 }

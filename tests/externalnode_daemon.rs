@@ -260,7 +260,11 @@ fn daemon_from_the_api_server() {
     let srv = apiserver::ApiServer::start(apiserver::Options::default());
     let api = common::relay::ApiInNetns::new(vm, sb.dir(), &srv.url(), None);
     let kubeconfig = &api.kubeconfig;
-    let args = ["--kubeconfig", kubeconfig.to_str().unwrap()];
+    let args = [
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--allow-plain-http",
+    ];
 
     let d = Daemon::start(&sb, &args, None);
     srv.create(en_json(&["192.0.2.10", "2001:db8:1::10"]));

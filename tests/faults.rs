@@ -648,7 +648,11 @@ fn api_fault_campaign() {
     });
     let api = common::relay::ApiInNetns::new(bed.sb.ns(), bed.sb.dir(), &srv.url(), None);
     let kubeconfig = &api.kubeconfig;
-    let src = ["--kubeconfig", kubeconfig.to_str().unwrap()];
+    let src = [
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--allow-plain-http",
+    ];
 
     srv.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}}));
     let mut pods: BTreeMap<String, String> = BTreeMap::new();

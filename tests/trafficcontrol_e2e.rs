@@ -478,6 +478,7 @@ fn mirror_from_the_api_server() {
     let m = args.iter().position(|a| a == "--manifests").unwrap();
     args[m] = "--kubeconfig".into();
     args[m + 1] = kubeconfig.to_str().unwrap().into();
+    args.push("--allow-plain-http".into());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let t = Tether::start(bed.sb.ns(), &args, &bed.sb.path("tether.log"));
     srv.create(tc("Egress"));

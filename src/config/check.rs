@@ -269,17 +269,22 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
     };
     let http = k8s::HttpConfig {
         allow_insecure: cfg.allow_insecure_tls,
+        allow_plain_http: cfg.allow_plain_http,
         ..Default::default()
     };
     let client = match k8s::Client::new(&cc, http) {
         Ok(c) => c,
         Err(e) => {
-            out.push(bad(
-                Level::Fail,
-                "api credentials",
-                e.to_string(),
-                "fix the kubeconfig's certificates or token",
-            ));
+            // Refusals carry their own "fix: …" (naming the config key and flag).
+            let text = e.to_string();
+            let (detail, fix) = match text.split_once(" fix: ") {
+                Some((d, f)) => (d.to_string(), f.to_string()),
+                None => (
+                    text,
+                    "fix the kubeconfig's certificates or token".to_string(),
+                ),
+            };
+            out.push(bad(Level::Fail, "api credentials", detail, fix));
             return;
         }
     };

@@ -32,6 +32,7 @@ fn defaults() {
             state_socket: "/run/tether/tether.sock".into(),
             policy_bypass_rules: vec![],
             allow_insecure_tls: false,
+            allow_plain_http: false,
             warnings: vec![],
         }
     );

@@ -40,6 +40,9 @@ pub struct HttpConfig {
     pub watch_stall_timeout: Duration,
     /// Honour `insecure-skip-tls-verify` (refused unless this is set).
     pub allow_insecure: bool,
+    /// Accept an `http://` server (refused unless this is set: the bearer token and every
+    /// object would cross the network in cleartext).
+    pub allow_plain_http: bool,
 }
 
 impl Default for HttpConfig {
@@ -49,9 +52,16 @@ impl Default for HttpConfig {
             request_timeout: Duration::from_secs(60),
             watch_stall_timeout: Duration::from_secs(300),
             allow_insecure: false,
+            allow_plain_http: false,
         }
     }
 }
+
+/// What to do about `insecure-skip-tls-verify`: the better fix first.
+pub const INSECURE_TLS_FIX: &str = "fix: put the cluster CA in the kubeconfig and drop insecure-skip-tls-verify (kubectl config set-cluster NAME --certificate-authority=ca.crt --embed-certs=true), or, if you really mean it, set allowInsecureTLS: true in the config (--allow-insecure-tls)";
+
+/// What to do about an `http://` server.
+pub const PLAIN_HTTP_FIX: &str = "fix: use the API server's https:// address with the cluster CA in the kubeconfig (kubectl config set-cluster NAME --server=https://HOST:6443 --certificate-authority=ca.crt --embed-certs=true), or, for a test server you trust, set allowPlainHTTP: true in the config (--allow-plain-http)";
 
 /// Bearer token, re-read from its file when stale or rejected. No `Debug`: it holds the
 /// token.
@@ -86,10 +96,11 @@ impl TokenSource {
 }
 
 fn read_token(path: &PathBuf) -> Result<String, KubeError> {
-    let t = std::fs::read_to_string(path).map_err(|e| KubeError::Config {
-        what: format!("token file {}", path.display()),
-        detail: e.to_string(),
-    })?;
+    let t =
+        crate::files::read_text(path, crate::files::SECRET_MAX).map_err(|e| KubeError::Config {
+            what: format!("token file {}", path.display()),
+            detail: e.to_string(),
+        })?;
     Ok(t.trim().to_string())
 }
 
@@ -176,7 +187,9 @@ fn build_agent(
         if !cfg.allow_insecure {
             return Err(KubeError::Config {
                 what: "insecure-skip-tls-verify".to_string(),
-                detail: "the kubeconfig disables server certificate verification; refusing (allow it explicitly if you really mean it)".to_string(),
+                detail: format!(
+                    "the kubeconfig disables server certificate verification, so anyone on the path could impersonate the API server; refusing. {INSECURE_TLS_FIX}"
+                ),
             });
         }
         tls = tls.disable_verification(true);
@@ -231,6 +244,27 @@ impl Client {
             what: format!("server {:?}", cc.server),
             detail: format!("not a URL: {e}"),
         })?;
+        match server_uri.scheme_str() {
+            Some("https") => {}
+            Some("http") if cfg.allow_plain_http => log::warn!(
+                "server={} PLAIN HTTP (allowPlainHTTP): the token and every object cross the network in cleartext",
+                cc.server
+            ),
+            Some("http") => {
+                return Err(KubeError::Config {
+                    what: format!("server {}", cc.server),
+                    detail: format!(
+                        "plain http:// would send the bearer token and every object in cleartext; refusing. {PLAIN_HTTP_FIX}"
+                    ),
+                });
+            }
+            other => {
+                return Err(KubeError::Config {
+                    what: format!("server {:?}", cc.server),
+                    detail: format!("scheme {:?} is not https", other.unwrap_or("")),
+                });
+            }
+        }
         let client_pem = match (&cc.client_cert_pem, &cc.client_key_pem) {
             (Some(c), Some(k)) => Some((c.clone(), k.clone())),
             _ => None,
@@ -284,7 +318,8 @@ impl Client {
             if cur.stale || cur.checked.elapsed() >= TOKEN_REREAD {
                 cur.stale = false;
                 cur.checked = Instant::now();
-                match (std::fs::read(cert_path), std::fs::read(key_path)) {
+                let read = |p: &PathBuf| crate::files::read_regular(p, crate::files::SECRET_MAX);
+                match (read(cert_path), read(key_path)) {
                     (Ok(c), Ok(k)) => {
                         let same = cur
                             .client_pem
@@ -563,10 +598,59 @@ mod tests {
             e.to_string().starts_with("insecure-skip-tls-verify: "),
             "{e}"
         );
+        // The refusal says how to fix it: the CA first, then the key and the flag.
+        assert!(e.to_string().ends_with(INSECURE_TLS_FIX), "{e}");
+        assert!(INSECURE_TLS_FIX.contains("--certificate-authority=ca.crt --embed-certs=true"));
+        assert!(INSECURE_TLS_FIX.contains("allowInsecureTLS: true"));
+        assert!(INSECURE_TLS_FIX.contains("--allow-insecure-tls"));
         let allowed = HttpConfig {
             allow_insecure: true,
             ..HttpConfig::default()
         };
         assert!(Client::new(&cc, allowed).is_ok());
+    }
+
+    /// A bearer token must not go out in cleartext because a kubeconfig says `http://`.
+    #[test]
+    fn plain_http_is_refused_unless_allowed() {
+        let cc = ClusterConfig {
+            server: "http://192.0.2.1:8080".into(),
+            ca_pem: None,
+            client_cert_pem: None,
+            client_key_pem: None,
+            tls_server_name: None,
+            insecure_skip_tls_verify: false,
+            credentials: Credentials::Token("secret-token".into()),
+            namespace: None,
+            client_cert_files: None,
+        };
+        let e = Client::new(&cc, HttpConfig::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "server http://192.0.2.1:8080: plain http:// would send the bearer token and every object in cleartext; refusing. {PLAIN_HTTP_FIX}"
+            )
+        );
+        assert!(PLAIN_HTTP_FIX.contains("allowPlainHTTP: true"));
+        assert!(PLAIN_HTTP_FIX.contains("--allow-plain-http"));
+        let allowed = HttpConfig {
+            allow_plain_http: true,
+            ..HttpConfig::default()
+        };
+        assert!(Client::new(&cc, allowed).is_ok());
+        // allowInsecureTLS alone does not allow plain HTTP.
+        let tls_only = HttpConfig {
+            allow_insecure: true,
+            ..HttpConfig::default()
+        };
+        assert!(Client::new(&cc, tls_only).is_err());
+        let ftp = ClusterConfig {
+            server: "ftp://192.0.2.1".into(),
+            ..cc
+        };
+        assert_eq!(
+            Client::new(&ftp, allowed).unwrap_err().to_string(),
+            "server \"ftp://192.0.2.1\": scheme \"ftp\" is not https"
+        );
     }
 }

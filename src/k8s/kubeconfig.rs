@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::error::KubeError;
 use super::yaml;
+use crate::files;
 
 /// Service-account files of in-cluster config.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -135,13 +136,19 @@ fn config_err(what: impl Into<String>, detail: impl Into<String>) -> KubeError {
     }
 }
 
+/// A file a kubeconfig names (certificate, key, token): at most 1 MiB, regular files only.
 fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, KubeError> {
-    std::fs::read(path).map_err(|e| config_err(format!("{what} {}", path.display()), e.to_string()))
+    read_capped(path, what, files::SECRET_MAX)
+}
+
+fn read_capped(path: &Path, what: &str, max: u64) -> Result<Vec<u8>, KubeError> {
+    files::read_regular(path, max)
+        .map_err(|e| config_err(format!("{what} {}", path.display()), e.to_string()))
 }
 
 /// Read and resolve a kubeconfig file; `context` overrides `current-context`.
 pub fn load_kubeconfig(path: &Path, context: Option<&str>) -> Result<ClusterConfig, KubeError> {
-    let text = String::from_utf8(read_file(path, "kubeconfig")?)
+    let text = String::from_utf8(read_capped(path, "kubeconfig", files::CONFIG_MAX)?)
         .map_err(|_| config_err(format!("kubeconfig {}", path.display()), "not UTF-8"))?;
     let base = path.parent().unwrap_or(Path::new("."));
     parse_kubeconfig(&text, base, context).map_err(|e| match e {
@@ -333,7 +340,7 @@ pub fn in_cluster_from(host: &str, port: &str, sa_dir: &Path) -> Result<ClusterC
             "missing",
         ));
     }
-    let namespace = std::fs::read_to_string(sa_dir.join("namespace"))
+    let namespace = crate::files::read_text(&sa_dir.join("namespace"), files::SECRET_MAX)
         .ok()
         .map(|s| s.trim().to_string());
     Ok(ClusterConfig {

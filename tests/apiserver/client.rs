@@ -34,6 +34,8 @@ pub fn http_config() -> HttpConfig {
         request_timeout: Duration::from_secs(10),
         watch_stall_timeout: Duration::from_secs(30),
         allow_insecure: false,
+        // The test API server speaks plain HTTP unless a test asks for TLS.
+        allow_plain_http: true,
     }
 }
 
