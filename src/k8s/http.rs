@@ -95,7 +95,7 @@ impl TokenSource {
     }
 }
 
-fn read_token(path: &PathBuf) -> Result<String, KubeError> {
+fn read_token(path: &std::path::Path) -> Result<String, KubeError> {
     let t =
         crate::files::read_text(path, crate::files::SECRET_MAX).map_err(|e| KubeError::Config {
             what: format!("token file {}", path.display()),
