@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(openflow_msg ovsdb_framer ovsdb_datum watch_event manifests)
+all=(openflow_msg ovsdb_framer ovsdb_datum watch_event manifests step_record)
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 if [[ -z $driver ]]; then
   if cargo fuzz --version >/dev/null 2>&1; then driver=libfuzzer; else driver=mutate; fi

@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 
+use tether::controller::externalnode::Record;
 use tether::k8s::manifests::parse_file;
 use tether::k8s::watch::{decode_event, decode_list};
 use tether::k8s::{ExternalNode, Namespace, Pod, TrafficControl};
@@ -26,6 +27,7 @@ pub const TARGETS: &[Target] = &[
     ("ovsdb_datum", ovsdb_datum),
     ("watch_event", watch_event),
     ("manifests", manifests),
+    ("step_record", step_record),
 ];
 
 /// OpenFlow: the stream reader's header check, then the message decoder on exactly the
@@ -109,5 +111,17 @@ pub fn manifests(data: &[u8]) {
         for e in &p.errors {
             assert!(e.starts_with(name), "{e}");
         }
+    }
+}
+
+/// The ExternalNode step record read back from `Bridge.external_ids:tether-en-op` at every
+/// start (a panic here is a crash loop under systemd): any UTF-8 text must decode or be
+/// refused, and a record that decodes must re-encode to one that decodes the same.
+pub fn step_record(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let _ = tether::controller::externalnode::Hint::from_json(&text);
+    if let Ok(r) = Record::from_json(&text) {
+        let again = Record::from_json(&r.to_json());
+        assert_eq!(again.as_ref(), Ok(&r), "re-decode of {text}");
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha1::{Digest, Sha1};
 
-use super::record::{Phase, RECORD_KEY, Record, Step};
+use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
 use super::types::{
     CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
     host_external_ids,
@@ -450,7 +450,10 @@ impl EnController {
         else {
             return Ok(());
         };
-        let rec = Record::from_json(&raw).map_err(|detail| EnError::Record { detail })?;
+        let rec = match Record::from_json(&raw) {
+            Ok(rec) => rec,
+            Err(detail) => return self.salvage(&raw, detail),
+        };
         log::warn!(
             "externalnode found an interrupted operation phase={} step={} nic={}; {}",
             rec.phase.name(),
@@ -461,6 +464,101 @@ impl EnController {
                 Phase::Restore => "finishing it",
             }
         );
+        self.unwind(rec, &Made::default())
+    }
+
+    /// A step record that does not decode (corrupted, or written by something else): the
+    /// captured configuration in it is lost, so the NIC is recovered from what the kernel
+    /// and OVSDB show, as a restore (what both a rolled-back takeover and a finished
+    /// restore end in): the NIC is the link called like the uplink (or like the NIC), and
+    /// its configuration is what the host port and the NIC carry now. The new record
+    /// replaces the broken one before anything changes, so a crash here recovers
+    /// normally. Only when no NIC can be named at all is the record left for an operator.
+    fn salvage(&self, raw: &str, detail: String) -> Result<(), EnError> {
+        let shown: String = raw.chars().take(512).collect();
+        log::error!(
+            "externalnode step record Bridge external_ids:{RECORD_KEY} is unreadable ({detail}): {shown:?}; recovering the NIC from the kernel and OVSDB"
+        );
+        let hint = Hint::from_json(raw);
+        let links = self.links.as_ref();
+        let nic = hint
+            .nic
+            .clone()
+            .or_else(|| self.attached().first().map(|a| a.nic.clone()))
+            .or_else(|| {
+                // Renamed, no port yet: a lone `<nic>~` link (the short uplink form).
+                let all = links.links().ok()?;
+                let mut lone = all.iter().filter_map(|l| {
+                    let nic = l.name.strip_suffix(crate::netlink::UPLINK_SUFFIX)?;
+                    (!nic.is_empty() && !all.iter().any(|o| o.name == nic)).then(|| nic.to_string())
+                });
+                match (lone.next(), lone.next()) {
+                    (Some(n), None) => Some(n),
+                    _ => None,
+                }
+            });
+        let Some(nic) = nic else {
+            // No host port and no link with an uplink name: no step of a takeover or a
+            // restore has left a trace, so there is nothing to undo.
+            let uplinks = links.links().map(|all| {
+                all.iter()
+                    .any(|l| l.name.contains(crate::netlink::UPLINK_SUFFIX))
+            });
+            if uplinks.is_ok_and(|any| !any) {
+                log::warn!(
+                    "externalnode the unreadable record names no NIC and no NIC is half taken over; removing it"
+                );
+                return self.clear_record();
+            }
+            return Err(EnError::Record { detail });
+        };
+        let uplink = hint.uplink.unwrap_or_else(|| uplink_name(&nic));
+        let nic_link = links
+            .link_by_name(&uplink)
+            .or_else(|_| links.link_by_name(&nic))
+            .map_err(link_err(format!("find {nic} (or {uplink})")))?;
+        let mut config = capture(links, nic_link.index)
+            .map_err(link_err(format!("capture {}", nic_link.name)))?;
+        // The host port holds what was moved already; the NIC what was not.
+        match links.link_by_name(&nic) {
+            Ok(host) if host.index != nic_link.index => {
+                let on_host =
+                    capture(links, host.index).map_err(link_err(format!("capture {nic}")))?;
+                config.mtu = on_host.mtu;
+                for a in on_host.addrs {
+                    if !config.addrs.iter().any(|b| b.local == a.local) {
+                        config.addrs.push(a);
+                    }
+                }
+                for r in on_host.routes {
+                    let same = |q: &crate::netlink::Route| {
+                        (q.table, q.dst, q.metric, q.tos) == (r.table, r.dst, r.metric, r.tos)
+                    };
+                    if !config.routes.iter().any(same) {
+                        config.routes.push(r);
+                    }
+                }
+            }
+            _ => {}
+        }
+        config.name = nic.clone();
+        log::warn!(
+            "externalnode recovering nic={nic} uplink={uplink} from the kernel: addresses={}",
+            config
+                .addrs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let rec = Record {
+            phase: Phase::Restore,
+            step: Step::Flows,
+            nic,
+            uplink,
+            config,
+        };
+        self.write_record(&rec)?;
         self.unwind(rec, &Made::default())
     }
 

@@ -39,7 +39,7 @@ pub use crate::pipeline::externalnode::{
     BypassDirection, BypassProtocol, Cidr, PolicyBypassRule, parse_bypass_rules,
 };
 pub use controller::EnController;
-pub use record::{Phase, RECORD_KEY, Record, Step};
+pub use record::{Hint, Phase, RECORD_KEY, Record, Step};
 pub use types::{
     CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
     host_external_ids,

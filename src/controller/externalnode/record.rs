@@ -244,14 +244,8 @@ fn route_from(v: &Value) -> Result<Route, String> {
     let (a, l) = dst.split_once('/').ok_or("dst without /len")?;
     let addr: IpAddr = a.parse().map_err(|_| format!("bad dst {dst:?}"))?;
     let len: u8 = l.parse().map_err(|_| format!("bad dst {dst:?}"))?;
-    let hex = text(o, "metrics")?;
-    if hex.len() % 2 != 0 {
-        return Err("metrics: odd hex length".into());
-    }
-    let metrics = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| "metrics: bad hex".to_string()))
-        .collect::<Result<Vec<u8>, String>>()?;
+    let metrics =
+        hex_bytes(&text(o, "metrics")?).ok_or("metrics: not an even number of hex digits")?;
     let pref = match o.get("pref") {
         None | Some(Value::Null) => None,
         Some(_) => Some(RoutePref(uint(o, "pref")?)),
@@ -271,6 +265,51 @@ fn route_from(v: &Value) -> Result<Route, String> {
         pref,
         metrics,
     })
+}
+
+/// Bytes from lowercase or uppercase hex digits; None for anything else (decoding bytes,
+/// not string slices: a record read back from OVSDB may hold any UTF-8).
+fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
+    fn digit(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
+    let b = hex.as_bytes();
+    if b.len() % 2 != 0 {
+        return None;
+    }
+    b.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
+/// What can still be read from a record that does not decode: the NIC and uplink names,
+/// when they are there and valid interface names. Recovery then works from what the
+/// kernel and OVSDB show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hint {
+    pub nic: Option<String>,
+    pub uplink: Option<String>,
+}
+
+impl Hint {
+    pub fn from_json(s: &str) -> Hint {
+        let v: Value = serde_json::from_str(s).unwrap_or(Value::Null);
+        let name = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .filter(|n| crate::netlink::valid_ifname(n))
+                .map(str::to_string)
+        };
+        Hint {
+            nic: name("nic"),
+            uplink: name("uplink"),
+        }
+    }
 }
 
 /// The record's addresses as `ip/len` strings, for status.
@@ -359,5 +398,32 @@ mod tests {
         let mut v: Value = serde_json::from_str(&good).unwrap();
         v["routes"][0]["metrics"] = json!("abc");
         assert!(Record::from_json(&v.to_string()).is_err());
+        // Multi-byte characters where hex digits belong: an error, not a panic on a
+        // string slice (this one used to abort the daemon at every start).
+        for bad in ["€0", "0€", "é", "+f", "0x"] {
+            let mut v: Value = serde_json::from_str(&good).unwrap();
+            v["routes"][0]["metrics"] = json!(bad);
+            assert_eq!(
+                Record::from_json(&v.to_string()).unwrap_err(),
+                "metrics: not an even number of hex digits",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn hints_from_broken_records() {
+        assert_eq!(
+            Hint::from_json(r#"{"nic":"eth1","uplink":"eth1~","routes":7}"#),
+            Hint {
+                nic: Some("eth1".into()),
+                uplink: Some("eth1~".into())
+            }
+        );
+        assert_eq!(Hint::from_json("{not json"), Hint::default());
+        assert_eq!(
+            Hint::from_json(r#"{"nic":"a/b","uplink":"0123456789abcdef"}"#),
+            Hint::default()
+        );
     }
 }
