@@ -279,7 +279,7 @@ fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
         }
     }
     let b = hex.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     b.chunks(2)
