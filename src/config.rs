@@ -2,13 +2,17 @@
 //! flag is also a config key (camelCase, as Antrea's agent config writes them; the flag's
 //! own spelling is accepted too); flags win over the file. The file also takes Antrea's
 //! `externalNode.externalNodeNamespace` and `externalNode.policyBypassRules`. Unknown keys
-//! warn; an invalid value refuses to start, naming the key. Pure: strings in, `Config` out.
+//! warn; an invalid value (a bypass rule included) refuses to start, naming the key, before
+//! anything is connected to: `run` and `check` share this one validation. Pure: strings
+//! in, `Config` out.
 
 pub mod check;
 
 use std::path::PathBuf;
 
 use serde_json::Value;
+
+use crate::pipeline::externalnode::{PolicyBypassRule, parse_bypass_rules};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
@@ -26,8 +30,9 @@ pub struct Config {
     pub source: Source,
     pub external_node_namespace: String,
     pub state_socket: PathBuf,
-    /// `externalNode.policyBypassRules` as written; validated by the ExternalNode controller.
-    pub policy_bypass_rules: Vec<Value>,
+    /// `externalNode.policyBypassRules`, validated here so that `check` and `run` refuse a
+    /// bad rule before connecting to anything.
+    pub policy_bypass_rules: Vec<PolicyBypassRule>,
     /// Honour a kubeconfig's `insecure-skip-tls-verify` (refused otherwise).
     pub allow_insecure_tls: bool,
     /// Accept an `http://` API server (refused otherwise).
@@ -295,7 +300,10 @@ pub fn parse_run(
     let (file, en_ns, rules) = match &config_file {
         Some(path) => {
             let text = read_file(path).map_err(|e| ConfigError(format!("config {path}: {e}")))?;
-            parse_file(path, &text, &mut warnings)?
+            let (raw, en_ns, rules) = parse_file(path, &text, &mut warnings)?;
+            let rules = parse_bypass_rules(&rules)
+                .map_err(|e| ConfigError(format!("config {path}: {e}")))?;
+            (raw, en_ns, rules)
         }
         None => (Raw::default(), None, Vec::new()),
     };

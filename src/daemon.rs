@@ -24,7 +24,7 @@ use crossbeam_channel::{Receiver, bounded, never, select, tick};
 use crate::config::{Config, Source as SourceKind};
 use crate::controller::bridge::{LiveBridge, OvsBridge};
 use crate::controller::deferred::DeferredFlows;
-use crate::controller::externalnode::{EnConfig, EnController, parse_bypass_rules};
+use crate::controller::externalnode::{EnConfig, EnController};
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
 use crate::controller::trafficcontrol::TcController;
@@ -252,7 +252,6 @@ pub fn run(
         bridge.clone(),
         deferred.clone(),
     ));
-    let bypass_rules = parse_bypass_rules(&cfg.policy_bypass_rules).map_err(DaemonError::Config)?;
     let links = Arc::new(
         crate::netlink::Rtnl::connect().map_err(|e| DaemonError::Setup(format!("netlink: {e}")))?,
     );
@@ -260,7 +259,7 @@ pub fn run(
         EnConfig {
             node_name: cfg.node_name.clone(),
             namespace: cfg.external_node_namespace.clone(),
-            bypass_rules,
+            bypass_rules: cfg.policy_bypass_rules.clone(),
             ovs_rundir: cfg.ovs_rundir.clone(),
             datapath_type: cfg.datapath_type.clone(),
         },

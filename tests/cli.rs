@@ -93,6 +93,47 @@ fn invalid_config_value_exits_2_naming_the_key() {
         "{}",
         text(&o)
     );
+    // A bad bypass rule is refused by `run` and `check` alike before anything is connected
+    // to (no OVS here: `run` used to retry forever, `check` to pass with rc 0).
+    std::fs::write(
+        &f,
+        "externalNode:\n  policyBypassRules:\n  - {direction: sideways, protocol: tcp, cidr: 192.0.2.0/24, port: 22}\n",
+    )
+    .unwrap();
+    let none = d.join("no-ovs");
+    for cmd in ["run", "check"] {
+        let o = tether(&[
+            cmd,
+            "--config",
+            f.to_str().unwrap(),
+            "--ovs-rundir",
+            none.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(
+            text(&o).contains("externalNode.policyBypassRules[0].direction: must be \"ingress\" or \"egress\", got \"sideways\""),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+    std::fs::write(
+        &f,
+        "externalNode:\n  policyBypassRules:\n  - {direction: ingress, protocol: sctpx, cidr: 192.0.2.0/24, port: 22}\n",
+    )
+    .unwrap();
+    let o = tether(&[
+        "check",
+        "--config",
+        f.to_str().unwrap(),
+        "--ovs-rundir",
+        none.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("policyBypassRules[0].protocol"),
+        "{}",
+        text(&o)
+    );
     std::fs::write(&f, "externalNode:\n  externalNodeNamespace: 7\n").unwrap();
     let o = tether(&["check", "--config", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -183,12 +224,7 @@ fn shipped_config_and_examples_are_valid() {
         cfg.source,
         tether::config::Source::Kubeconfig("/etc/tether/kubeconfig".into())
     );
-    assert_eq!(
-        tether::pipeline::externalnode::parse_bypass_rules(&cfg.policy_bypass_rules)
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(cfg.policy_bypass_rules.len(), 1);
     for (file, kind, key) in [
         ("externalnode.yaml", "ExternalNode", "vm-ns/vm1"),
         ("trafficcontrol-mirror.yaml", "TrafficControl", "mirror-web"),

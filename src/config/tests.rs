@@ -59,9 +59,10 @@ fn flags_both_spellings_and_precedence_over_the_file() {
     assert_eq!(c.state_socket, PathBuf::from("/tmp/s.sock"));
     assert_eq!(
         c.policy_bypass_rules,
-        vec![
+        crate::pipeline::externalnode::parse_bypass_rules(&[
             serde_json::json!({"direction": "ingress", "protocol": "tcp", "cidr": "192.0.2.0/24", "port": 22})
-        ]
+        ])
+        .unwrap()
     );
     let c = parse(
         "--config f.yaml",
