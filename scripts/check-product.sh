@@ -5,7 +5,7 @@
 #  2. offline build: scripts/vendor.sh's tarball, unpacked, builds the static musl binary
 #     with an empty CARGO_HOME, --offline --locked, inside `unshare -n` (no network);
 #  3. that binary is statically linked, runs `tether version` with an empty environment,
-#     and its size is printed (goal ≤ 8 MB);
+#     holds no test hook (TETHER_CRASH_AT), and its size is printed (goal ≤ 8 MB);
 #  4. scripts/demo.sh (with the debug binary) shows what it should and cleans up.
 # Installs what a fresh machine lacks (systemd for systemd-analyze, musl-tools, the Rust
 # musl target) before the network is cut.
@@ -60,6 +60,11 @@ out=$(env -i "$bin" version)
   echo "FAIL: '$bin version' printed '$out'" >&2
   exit 1
 }
+# Test hooks (crash points on TETHER_CRASH_AT) are compiled into test builds only.
+if grep -qa TETHER_CRASH_AT "$bin"; then
+  echo "FAIL: $bin contains the test-only crash hooks (TETHER_CRASH_AT)" >&2
+  exit 1
+fi
 size=$(stat -c %s "$bin")
 echo "static binary: $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1048576 }') MB, goal 8 MB): $out" >&2
 

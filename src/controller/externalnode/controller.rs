@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use sha1::{Digest, Sha1};
 
 use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
+#[cfg(feature = "test-hooks")]
+use super::types::CRASH_ENV;
 use super::types::{
-    CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
+    Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
     host_external_ids,
 };
 use crate::controller::bridge::OvsBridge;
@@ -69,6 +71,9 @@ const BYPASS_OWNER: Owner = Owner {
     object: 0,
 };
 
+/// The test-only crash point (see [`CRASH_ENV`]); compiled out of every build without the
+/// `test-hooks` feature, so the shipped binary never reads the variable.
+#[cfg(feature = "test-hooks")]
 fn crash_point(phase: Phase, step: Step) {
     if let Ok(at) = std::env::var(CRASH_ENV) {
         if at == format!("{}-{}", phase.name(), step.name()) {
@@ -77,6 +82,9 @@ fn crash_point(phase: Phase, step: Step) {
         }
     }
 }
+
+#[cfg(not(feature = "test-hooks"))]
+fn crash_point(_: Phase, _: Step) {}
 
 fn link_err(op: impl Into<String>) -> impl FnOnce(LinkError) -> EnError {
     let op = op.into();

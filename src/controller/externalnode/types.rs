@@ -18,7 +18,8 @@ use crate::pipeline::externalnode::PolicyBypassRule;
 
 /// Test-only crash point: when this variable is `<phase>-<step>` (e.g. `takeover-ports`,
 /// `restore-rename`), the process aborts right after doing that step, before recording the
-/// next one — what a `kill -9` at that moment leaves behind. Binary-level tests use it.
+/// next one — what a `kill -9` at that moment leaves behind. Binary-level tests use it; it
+/// exists only in builds with the `test-hooks` feature (every `cargo test` build).
 pub const CRASH_ENV: &str = "TETHER_CRASH_AT";
 
 #[derive(Clone, Debug)]
