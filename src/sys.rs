@@ -1,7 +1,11 @@
-//! The one place tether calls the C library directly: turning SIGTERM/SIGINT into a
-//! message. std has no signal API, and the daemon must stop cleanly (exit 0, flows left in
-//! place) when systemd stops it. The handler only writes one byte to a pipe (the self-pipe
-//! trick; `write(2)` is async-signal-safe); a thread reads the pipe and tells the daemon.
+//! The one place tether calls the C library directly, for what std has no API for:
+//! * turning SIGTERM/SIGINT into a message: the daemon must stop cleanly (exit 0, flows
+//!   left in place) when systemd stops it. The handler only writes one byte to a pipe (the
+//!   self-pipe trick; `write(2)` is async-signal-safe); a thread reads the pipe and tells
+//!   the daemon;
+//! * the file-creation mask around `bind(2)` of the state socket, so the socket is created
+//!   with its final mode (a `chmod` after `bind` follows a symlink swapped in between);
+//! * the effective user id, to check who owns the state socket's directory.
 
 // The only unsafe code in the crate (Cargo.toml denies it everywhere else).
 #![allow(unsafe_code)]
@@ -20,6 +24,28 @@ static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 unsafe extern "C" {
     fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
+    fn umask(mask: u32) -> u32;
+    fn geteuid() -> u32;
+}
+
+/// Run `f` with the process's file-creation mask set to `mask`, then put the old one
+/// back. The mask is process-wide: a file another thread creates meanwhile gets it too,
+/// so pass only masks stricter than the usual one.
+pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
+    // SAFETY: umask(2) cannot fail and touches no memory; it only swaps an integer.
+    let old = unsafe { umask(mask) };
+    let r = f();
+    // SAFETY: as above.
+    unsafe {
+        umask(old);
+    }
+    r
+}
+
+/// The effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    unsafe { geteuid() }
 }
 
 extern "C" fn on_signal(sig: i32) {

@@ -413,21 +413,27 @@ fn check_state_socket(path: &Path, out: &mut Vec<Finding>) {
         ));
         return;
     }
+    // The same verdict `tether run` reaches before creating it.
+    if let Some(problem) = crate::status::socket_path_problem(path) {
+        out.push(bad(
+            Level::Fail,
+            "state socket",
+            problem,
+            "use a directory only root can write to (the default /run/tether), or remove what is at the path",
+        ));
+        return;
+    }
     let dir = path.parent().unwrap_or(Path::new("/"));
     let mut d = dir;
     // The nearest existing ancestor must be writable for the directory to be created.
     while !d.exists() {
         d = d.parent().unwrap_or(Path::new("/"));
     }
-    let probe = d.join(format!(".tether-check-{}", std::process::id()));
-    match std::fs::write(&probe, b"") {
-        Ok(()) => {
-            let _ = std::fs::remove_file(&probe);
-            out.push(ok(
-                "state socket",
-                format!("{} can be created", path.display()),
-            ));
-        }
+    match probe_writable(d) {
+        Ok(()) => out.push(ok(
+            "state socket",
+            format!("{} can be created", path.display()),
+        )),
         Err(e) => out.push(bad(
             Level::Fail,
             "state socket",
@@ -435,6 +441,36 @@ fn check_state_socket(path: &Path, out: &mut Vec<Finding>) {
             "run as root or pass --state-socket in a writable directory",
         )),
     }
+}
+
+/// Create and remove a probe file in `dir`: a new file only (`O_CREAT|O_EXCL`, and
+/// `O_NOFOLLOW`), so a symlink planted at the name can never make this write elsewhere.
+fn probe_writable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // asm-generic/fcntl.h; the same on x86_64 and aarch64.
+    const O_NOFOLLOW: i32 = 0o400000;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut last = None;
+    for attempt in 0..4u32 {
+        let probe = dir.join(format!(
+            ".tether-check-{}-{nanos:x}-{attempt}",
+            std::process::id()
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(O_NOFOLLOW)
+            .open(&probe)
+        {
+            Ok(_) => return std::fs::remove_file(&probe),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free probe name")))
 }
 
 #[cfg(test)]
@@ -449,6 +485,22 @@ mod tests {
         assert_eq!(has_net_admin(s), Some(false));
         assert_eq!(has_net_admin("CapEff:\t0000000000001000\n"), Some(true));
         assert_eq!(has_net_admin("nothing"), None);
+    }
+
+    /// The probe never writes through a symlink planted at its name.
+    #[test]
+    fn probe_file_is_new_and_never_followed() {
+        let d = std::env::temp_dir().join(format!("tether-probe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        probe_writable(&d).unwrap();
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            0,
+            "probe left behind"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+        assert!(probe_writable(&d).is_err());
     }
 
     #[test]

@@ -13,8 +13,7 @@ pub mod probe;
 pub mod render;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -253,8 +252,16 @@ impl Request {
     }
 }
 
+/// How long one client may take to send its request line (a deadline for the whole line,
+/// not per read, so a client trickling bytes is cut off too), and to take the answer.
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// Connections served at once; more are answered `error: busy` and closed at once.
+pub const MAX_CLIENTS: usize = 32;
+
 /// The state-socket thread. It blocks in `accept` (no polling, so an idle daemon does not
-/// wake up); [`Server::stop`] wakes it by connecting once.
+/// wake up) and serves each connection on a thread of its own, at most [`MAX_CLIENTS`] at
+/// once, each within [`CLIENT_DEADLINE`]: an idle or slow client never delays another.
+/// [`Server::stop`] wakes it by connecting once.
 pub struct Server {
     path: PathBuf,
     stopping: std::sync::Arc<AtomicBool>,
@@ -262,27 +269,86 @@ pub struct Server {
 }
 
 /// Answers one request; the daemon builds it from [`probe::Probe`].
-pub type Handler = Box<dyn Fn(Request) -> String + Send>;
+pub type Handler = std::sync::Arc<dyn Fn(Request) -> String + Send + Sync>;
+
+/// Why the state socket may not be created at `path`, if it may not: its directory must
+/// be owned by root (or by us) and writable by nobody else, or someone else could swap
+/// the socket for something of theirs; and what is at `path` must be nothing or a socket.
+/// `tether check` asks the same question.
+pub fn socket_path_problem(path: &Path) -> Option<String> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    // The nearest existing ancestor is what a new directory would be created in.
+    let mut d = dir;
+    while std::fs::symlink_metadata(d).is_err() {
+        match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => d = p,
+            _ => break,
+        }
+    }
+    if let Ok(m) = std::fs::metadata(d) {
+        use std::os::unix::fs::MetadataExt;
+        let me = crate::sys::euid();
+        if m.uid() != 0 && m.uid() != me {
+            return Some(format!(
+                "{} is owned by uid {}, not by root: refusing to create the state socket in it",
+                d.display(),
+                m.uid()
+            ));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Some(format!(
+                "{} is writable by group or others (mode {:o}): refusing to create the state socket in it",
+                d.display(),
+                m.mode() & 0o7777
+            ));
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => Some(format!(
+            "{} exists and is {}, not a socket: not touching it",
+            path.display(),
+            crate::files::kind_of(&m)
+        )),
+        _ => None,
+    }
+}
 
 impl Server {
-    /// Listen on `path` (its directory is created; a stale socket file is replaced).
+    /// Listen on `path`: its directory is created (mode 0700) when missing and must pass
+    /// [`socket_path_problem`]; a stale socket of a killed run is replaced, anything else
+    /// at `path` is refused. The socket is created mode 0600 (the mask is set around
+    /// `bind`, so no `chmod` follows a link).
     pub fn start(path: &Path, handler: Handler) -> Result<Server, StatusError> {
         let bind_err = |e| StatusError::Bind(path.to_path_buf(), e);
+        let refuse =
+            |m: String| bind_err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, m));
+        if let Some(p) = socket_path_problem(path) {
+            return Err(refuse(p));
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(bind_err)?;
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(bind_err)?;
         }
         // A socket left by a previous (killed) run: replace it, unless someone answers.
-        if path.exists() {
+        if std::fs::symlink_metadata(path).is_ok() {
             if UnixStream::connect(path).is_ok() {
                 return Err(bind_err(std::io::Error::new(
                     std::io::ErrorKind::AddrInUse,
                     "another tether is listening there",
                 )));
             }
+            // Checked above to be a socket: unlink removes that node, never a link target.
             std::fs::remove_file(path).map_err(bind_err)?;
         }
-        let listener = UnixListener::bind(path).map_err(bind_err)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+        let listener =
+            crate::sys::with_umask(0o177, || UnixListener::bind(path)).map_err(bind_err)?;
         let stopping = std::sync::Arc::new(AtomicBool::new(false));
         let st = stopping.clone();
         let thread = std::thread::Builder::new()
@@ -316,25 +382,58 @@ impl Drop for Server {
 }
 
 fn serve(listener: &UnixListener, handler: &Handler, stopping: &AtomicBool) {
+    let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for conn in listener.incoming() {
         if stopping.load(Ordering::SeqCst) {
             return;
         }
         let Ok(mut conn) = conn else { continue };
-        // A client that connects and says nothing must not block the next one for long.
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-        let mut line = String::new();
-        let mut r = BufReader::new(&conn).take(256);
-        if r.read_line(&mut line).is_err() {
+        let _ = conn.set_write_timeout(Some(CLIENT_DEADLINE));
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+            active.fetch_sub(1, Ordering::SeqCst);
+            let _ = conn.write_all(b"error: busy\n");
+            // Closing with the request unread would reset the connection before the client
+            // reads the answer: take what it sent already, briefly.
+            let _ = conn.set_read_timeout(Some(Duration::from_millis(20)));
+            let _ = conn.read(&mut [0u8; 256]);
             continue;
         }
-        let answer = match Request::parse(&line) {
-            Some(req) => handler(req),
-            None => format!("error: unknown request {:?}\n", line.trim()),
-        };
-        let _ = conn.write_all(answer.as_bytes());
+        let (h, a) = (handler.clone(), active.clone());
+        let spawned = std::thread::Builder::new()
+            .name("state-client".into())
+            .spawn(move || {
+                answer(&mut conn, &h);
+                a.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            active.fetch_sub(1, Ordering::SeqCst);
+        }
     }
+}
+
+/// Read one request line within [`CLIENT_DEADLINE`] and answer it.
+fn answer(conn: &mut UnixStream, handler: &Handler) {
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 256];
+    while !line.contains(&b'\n') && line.len() < 256 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+            Err(_) => return,
+        }
+    }
+    let first = line.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(first);
+    let answer = match Request::parse(&line) {
+        Some(req) => handler(req),
+        None => format!("error: unknown request {:?}\n", line.trim()),
+    };
+    let _ = conn.write_all(answer.as_bytes());
 }
 
 /// Ask the daemon listening on `path`; the raw answer.

@@ -126,7 +126,7 @@ impl Probe {
 
     /// The state-socket handler: JSON for `status`, Prometheus text for `metrics`.
     pub fn handler(self: Arc<Self>) -> Handler {
-        Box::new(move |req| {
+        Arc::new(move |req| {
             let s = self.snapshot();
             match req {
                 Request::Status => serde_json::to_string_pretty(&s)

@@ -155,10 +155,11 @@ fn metrics_and_tracker() {
 #[test]
 fn server_answers_and_stops() {
     let dir = std::env::temp_dir().join(format!("tether-status-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("sub/tether.sock");
     let srv = Server::start(
         &path,
-        Box::new(|r| match r {
+        std::sync::Arc::new(|r| match r {
             Request::Status => serde_json::to_string(&sample()).unwrap(),
             Request::Metrics => "m 1\n".into(),
         }),
@@ -171,7 +172,7 @@ fn server_answers_and_stops() {
     assert_eq!(ask(&path, Request::Metrics).unwrap(), "m 1\n");
     // A second server on the same path is refused while the first answers.
     assert!(matches!(
-        Server::start(&path, Box::new(|_| String::new())),
+        Server::start(&path, std::sync::Arc::new(|_| String::new())),
         Err(StatusError::Bind(..))
     ));
     srv.stop();
@@ -180,8 +181,162 @@ fn server_answers_and_stops() {
     // A stale socket file (a killed daemon) is replaced.
     let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
     drop(l);
-    let srv = Server::start(&path, Box::new(|_| "ok".into())).unwrap();
+    let srv = Server::start(&path, std::sync::Arc::new(|_| "ok".into())).unwrap();
     assert_eq!(ask(&path, Request::Status).unwrap(), "ok");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn private_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tether-status-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ok_handler() -> Handler {
+    std::sync::Arc::new(|_| "ok\n".into())
+}
+
+/// Eight clients that connect and say nothing (and one that trickles bytes) do not keep
+/// `tether status` from being answered. The old server answered one connection at a time
+/// with a 2 s read timeout each: 8 idle ones were 16 s, past the client's 10 s.
+#[test]
+fn idle_clients_do_not_block_status() {
+    let dir = private_dir("idle");
+    let path = dir.join("tether.sock");
+    let srv = Server::start(&path, ok_handler()).unwrap();
+    let idle: Vec<UnixStream> = (0..8)
+        .map(|_| UnixStream::connect(&path).unwrap())
+        .collect();
+    let mut slow = UnixStream::connect(&path).unwrap();
+    slow.write_all(b"sta").unwrap();
+    // Answered by its own thread while the others idle.
+    let started = Instant::now();
+    assert_eq!(ask(&path, Request::Status).unwrap(), "ok\n");
+    let took = started.elapsed();
+    // The trickling client is cut off at the deadline, whatever it sends.
+    let mut rest = String::new();
+    slow.set_read_timeout(Some(CLIENT_DEADLINE * 3)).unwrap();
+    let r = slow.read_to_string(&mut rest);
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(rest, "", "a request cut off at the deadline gets no answer");
+    drop(idle);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+    // Printed, not asserted (no timed asserts): it is milliseconds, not 16 s.
+    eprintln!("status with 8 idle clients answered in {took:?}");
+}
+
+/// Past MAX_CLIENTS connections at once, new ones are told `error: busy` at once; when
+/// the idle ones go, status is served again.
+#[test]
+fn too_many_clients_are_turned_away_at_once() {
+    let dir = private_dir("busy");
+    let path = dir.join("tether.sock");
+    let srv = Server::start(&path, ok_handler()).unwrap();
+    let idle: Vec<UnixStream> = (0..MAX_CLIENTS)
+        .map(|_| UnixStream::connect(&path).unwrap())
+        .collect();
+    // The server counts a connection when it accepts it: wait until all are accepted.
+    let mut answer = String::new();
+    for _ in 0..100 {
+        answer = ask(&path, Request::Status).unwrap();
+        if answer == "error: busy\n" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(answer, "error: busy\n");
+    drop(idle);
+    let mut ok = false;
+    for _ in 0..100 {
+        if ask(&path, Request::Status).unwrap() == "ok\n" {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ok);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Only a stale socket is ever removed; anything else at the path (a file, a symlink, a
+/// directory) is refused and left as it is, and a directory someone else could write to
+/// is refused.
+#[test]
+fn the_socket_is_created_safely() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = private_dir("safe");
+    let path = dir.join("tether.sock");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    // A regular file where the socket goes.
+    std::fs::write(&path, "not a socket").unwrap();
+    let e = Server::start(&path, ok_handler())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("exists and is a regular file, not a socket: not touching it"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+    std::fs::remove_file(&path).unwrap();
+    // A symlink to another file: neither the link nor its target is touched.
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    let e = Server::start(&path, ok_handler())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("exists and is a symlink, not a socket"), "{e}");
+    assert!(
+        std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert_eq!(
+        std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    std::fs::remove_file(&path).unwrap();
+    // A world-writable directory, and one owned by someone else.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Server::start(&path, ok_handler())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("is writable by group or others (mode 777)"),
+        "{e}"
+    );
+    // A missing directory is judged by the nearest existing ancestor.
+    let e = Server::start(&dir.join("sub/tether.sock"), ok_handler())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("is writable by group or others"), "{e}");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if crate::sys::euid() == 0 {
+        std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+        let e = Server::start(&path, ok_handler())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is owned by uid 65534, not by root"), "{e}");
+        std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+    }
+    // Fine now: created 0600 by the mask (no chmod), a new directory 0700.
+    let srv = Server::start(&dir.join("run/tether.sock"), ok_handler()).unwrap();
+    let m = std::fs::symlink_metadata(dir.join("run/tether.sock")).unwrap();
+    assert_eq!(m.mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(dir.join("run")).unwrap().mode() & 0o777,
+        0o700
+    );
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
