@@ -258,6 +258,7 @@ pub fn run(
     let en = Arc::new(EnController::new(
         EnConfig {
             node_name: cfg.node_name.clone(),
+            bridge: cfg.bridge.clone(),
             namespace: cfg.external_node_namespace.clone(),
             bypass_rules: cfg.policy_bypass_rules.clone(),
             ovs_rundir: cfg.ovs_rundir.clone(),

@@ -22,6 +22,19 @@ pub enum Role {
     Other,
 }
 
+impl Role {
+    /// For messages: `Pod ns/name`, `traffic-control`, `uplink`, `host`, `foreign`.
+    pub fn describe(&self) -> String {
+        match self {
+            Role::Pod { namespace, name } => format!("Pod {namespace}/{name}"),
+            Role::TrafficControl => "traffic-control".into(),
+            Role::Uplink => "uplink".into(),
+            Role::Host => "host".into(),
+            Role::Other => "foreign".into(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interface {
     pub port: PortData,

@@ -543,6 +543,29 @@ impl Resource for ExternalNode {
     }
 }
 
+/// Why `ip` cannot be an ExternalNode's address, if it cannot: the link holding it would
+/// be loopback (`127.0.0.1` made tether take `lo` down), nobody's (unspecified,
+/// multicast, broadcast) or one that every link makes for itself (link-local).
+pub fn unusable_ip(ip: IpAddr) -> Option<&'static str> {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    if ip.is_loopback() {
+        Some("a loopback address")
+    } else if ip.is_unspecified() {
+        Some("the unspecified address")
+    } else if ip.is_multicast() {
+        Some("a multicast address")
+    } else if matches!(ip, IpAddr::V4(v4) if v4.is_broadcast()) {
+        Some("the broadcast address")
+    } else if crate::netlink::is_link_local(ip) {
+        Some("a link-local address")
+    } else {
+        None
+    }
+}
+
 fn validate_en_spec(w: &EnSpecWire) -> Result<ExternalNodeSpec, ValidationError> {
     let mut e = Errors::default();
     let mut interfaces = Vec::new();
@@ -559,8 +582,14 @@ fn validate_en_spec(w: &EnSpecWire) -> Result<ExternalNodeSpec, ValidationError>
                     None | Some([]) => e.add(&p, "must have at least 1 item"),
                     Some(raw) => {
                         for (j, s) in raw.iter().enumerate() {
-                            if let Some(ip) = e.ip(&format!("{p}[{j}]"), s) {
-                                ips.push(ip);
+                            let at = format!("{p}[{j}]");
+                            if let Some(ip) = e.ip(&at, s) {
+                                match unusable_ip(ip) {
+                                    Some(why) => e.add(&at, format!(
+                                        "{ip} is {why}: an ExternalNode names the VM's own unicast addresses"
+                                    )),
+                                    None => ips.push(ip),
+                                }
                             }
                         }
                     }

@@ -73,6 +73,7 @@ impl FakeLinks {
             flags: if up { LinkFlags::UP } else { LinkFlags(0) },
             kind: Some("veth".into()),
             altnames: Vec::new(),
+            master: None,
         });
         index
     }
@@ -82,7 +83,14 @@ impl FakeLinks {
         let mut s = self.lock();
         s.links.retain(|l| l.index != index);
         s.addrs.retain(|a| a.ifindex != index);
-        s.routes.retain(|r| r.oif != index);
+        s.routes.retain(|r| !r.uses(index));
+    }
+
+    /// Change a link's attributes directly (not recorded): its kind, flags, master, MAC.
+    pub fn edit_link(&self, index: u32, f: impl FnOnce(&mut Link)) {
+        if let Some(l) = self.lock().links.iter_mut().find(|l| l.index == index) {
+            f(l);
+        }
     }
 
     /// Give a link an altname directly (not recorded).
@@ -227,7 +235,7 @@ impl Links for FakeLinks {
         let l = link_mut(&mut s, ifindex)?;
         l.flags = LinkFlags(l.flags.0 & !LinkFlags::UP.0);
         s.addrs.retain(|a| !(a.ifindex == ifindex && a.is_ipv6()));
-        s.routes.retain(|r| r.oif != ifindex);
+        s.routes.retain(|r| !r.uses(ifindex));
         Ok(())
     }
 
@@ -328,12 +336,17 @@ impl Links for FakeLinks {
         let s = self.lock();
         let v4 = s.routes.iter().filter(|r| !r.is_ipv6());
         let v6 = s.routes.iter().filter(|r| r.is_ipv6());
-        Ok(v4.chain(v6).filter(|r| r.oif == ifindex).cloned().collect())
+        Ok(v4.chain(v6).filter(|r| r.uses(ifindex)).cloned().collect())
     }
 
     fn add_route(&self, route: &Route) -> Result<(), LinkError> {
         let mut s = self.change(Call::AddRoute(route.clone()))?;
-        link_mut(&mut s, route.oif)?;
+        if route.multipath.is_empty() {
+            link_mut(&mut s, route.oif)?;
+        }
+        for n in &route.multipath {
+            link_mut(&mut s, n.ifindex)?;
+        }
         if s.routes.iter().any(|r| same_route_key(r, route)) {
             return Err(LinkError::from_errno(EEXIST, format!("route {route}")));
         }
@@ -349,7 +362,10 @@ impl Links for FakeLinks {
     fn del_route(&self, route: &Route) -> Result<(), LinkError> {
         let mut s = self.change(Call::DelRoute(route.clone()))?;
         let pos = s.routes.iter().position(|r| {
-            same_route_key(r, route) && r.oif == route.oif && r.gateway == route.gateway
+            same_route_key(r, route)
+                && r.oif == route.oif
+                && r.gateway == route.gateway
+                && r.multipath == route.multipath
         });
         match pos {
             Some(p) => {

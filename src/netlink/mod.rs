@@ -15,7 +15,9 @@
 //!   failures, for this module's tests and the controller's.
 //!
 //! What it does not own: OVS ports (the `ovsdb` module), deciding *when* to take a NIC over
-//! (the controller), other routing tables, neighbours, rules, or links in other namespaces.
+//! (the controller), neighbours, policy rules (they name links by name, so they follow the
+//! name from the NIC to the host port and back by themselves), or links in other
+//! namespaces.
 //!
 //! Kernel behaviour this module relies on (found while testing on Linux 6.18, veth links):
 //! * setting a link down removes its IPv6 addresses and every non-kernel route through it,
@@ -52,8 +54,8 @@ pub use moving::{
 pub use naming::{IFNAME_MAX, UPLINK_SUFFIX, uplink_name, valid_ifname};
 pub use rtnl::Rtnl;
 pub use types::{
-    Addr, AddrFlags, Lifetime, Link, LinkFlags, Prefix, ROUTE_F_ONLINK, Route, RoutePref,
-    RouteProtocol, RouteType, Scope, TABLE_MAIN, format_mac, is_link_local,
+    Addr, AddrFlags, Lifetime, Link, LinkFlags, Nexthop, Prefix, ROUTE_F_ONLINK, Route, RoutePref,
+    RouteProtocol, RouteType, Scope, TABLE_LOCAL, TABLE_MAIN, format_mac, is_link_local,
 };
 
 /// What went wrong with a netlink request. Kernel errors carry the errno; `what` names the
@@ -233,7 +235,9 @@ pub trait Links {
     fn add_addr(&self, addr: &Addr) -> Result<(), LinkError>;
     /// Delete this address (`NotFound` if it is not there).
     fn del_addr(&self, addr: &Addr) -> Result<(), LinkError>;
-    /// Main-table routes whose output link is `ifindex`, IPv4 then IPv6, in kernel order.
+    /// Routes of every table that leave through `ifindex` (as their output link or one of
+    /// their nexthops), IPv4 then IPv6, in kernel order; the local table's routes the
+    /// kernel derives from addresses are left out.
     fn routes(&self, ifindex: u32) -> Result<Vec<Route>, LinkError>;
     /// Add exactly this route (`Exists` if one with the same key is already there).
     fn add_route(&self, route: &Route) -> Result<(), LinkError>;

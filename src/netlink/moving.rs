@@ -46,7 +46,9 @@ use super::{IFNAME_MAX, LinkError, Links};
 
 /// What [`capture`] reads from a NIC: enough to re-create its layer-3 configuration
 /// elsewhere. Link-local addresses and fe80::/10 routes are left out: every link makes its
-/// own (reference antrea.md §4.1).
+/// own (reference antrea.md §4.1). Routes of every table are kept, multipath ones with
+/// their nexthops through this link as ifindex 0 ("this link"), so a route through the
+/// NIC and another link moves with only its own nexthop re-pointed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NicConfig {
     pub ifindex: u32,
@@ -55,8 +57,19 @@ pub struct NicConfig {
     pub mtu: u32,
     /// Kernel order (see [`Links::addrs`]).
     pub addrs: Vec<Addr>,
-    /// Main-table routes through the link, kernel order.
+    /// Routes of every table through the link, kernel order.
     pub routes: Vec<Route>,
+}
+
+impl NicConfig {
+    /// The captured routes that cannot be re-created exactly (see [`Route::unmovable`]),
+    /// each as `<route>: <why>`. A takeover refuses a NIC that has any.
+    pub fn unmovable(&self) -> Vec<String> {
+        self.routes
+            .iter()
+            .filter_map(|r| r.unmovable.as_ref().map(|why| format!("{r}: has {why}")))
+            .collect()
+    }
 }
 
 /// Read the configuration of link `ifindex` (see [`NicConfig`] for what is kept).
@@ -71,6 +84,14 @@ pub fn capture(links: &dyn Links, ifindex: u32) -> Result<NicConfig, LinkError> 
         .routes(ifindex)?
         .into_iter()
         .filter(|r| !(r.is_ipv6() && r.dst.len >= 10 && is_link_local(r.dst.addr)))
+        .map(|mut r| {
+            for n in &mut r.multipath {
+                if n.ifindex == ifindex {
+                    n.ifindex = 0;
+                }
+            }
+            r
+        })
         .collect();
     Ok(NicConfig {
         ifindex,
@@ -207,7 +228,15 @@ pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> Plan {
         steps.push(Step::new(to, Action::SetUp));
     }
     let addrs = addr_order(&cfg.addrs);
-    let routes = route_order(&cfg.routes);
+    // A route that cannot be re-created exactly is never re-created inexactly: a takeover
+    // refuses such a NIC before planning; a restore leaves it (and logs it).
+    let movable: Vec<Route> = cfg
+        .routes
+        .iter()
+        .filter(|r| r.unmovable.is_none())
+        .cloned()
+        .collect();
+    let routes = route_order(&movable);
     if let Some(from) = from {
         for r in routes.iter().rev() {
             steps.push(Step::new(from, Action::DelRoute(route_on(r, from))));
@@ -235,10 +264,11 @@ fn addr_order(addrs: &[Addr]) -> Vec<&Addr> {
     v4.chain(v6).collect()
 }
 
-/// On-link routes, then routes through a gateway, each group in captured order.
+/// On-link routes, then routes through a gateway (multipath ones among them), each group
+/// in captured order.
 fn route_order(routes: &[Route]) -> Vec<&Route> {
-    let direct = routes.iter().filter(|r| r.gateway.is_none());
-    let via = routes.iter().filter(|r| r.gateway.is_some());
+    let direct = routes.iter().filter(|r| !r.has_gateway());
+    let via = routes.iter().filter(|r| r.has_gateway());
     direct.chain(via).collect()
 }
 
@@ -264,9 +294,18 @@ fn addr_on(a: &Addr, old_name: &str, link: &Link) -> Addr {
     a
 }
 
+/// `r` through `link`: its output link, or its nexthops through "this link" (0).
 fn route_on(r: &Route, link: &Link) -> Route {
     let mut r = r.clone();
-    r.oif = link.index;
+    if r.multipath.is_empty() {
+        r.oif = link.index;
+    } else {
+        for n in &mut r.multipath {
+            if n.ifindex == 0 {
+                n.ifindex = link.index;
+            }
+        }
+    }
     r
 }
 

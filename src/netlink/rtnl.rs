@@ -35,7 +35,7 @@ use neli::types::{Buffer, RtBuffer};
 use neli::utils::Groups;
 use neli::{FromBytesWithInput, Size, ToBytes};
 
-use super::types::{Addr, Link, LinkFlags, Route, TABLE_MAIN};
+use super::types::{Addr, Link, LinkFlags, Route, RouteProtocol, TABLE_LOCAL};
 use super::wire::{self, AddrHdr, Attr, LinkHdr, RouteHdr};
 use super::{LinkError, Links, valid_ifname};
 
@@ -341,7 +341,7 @@ impl Links for Rtnl {
             out.extend(
                 self.exchange(&what, u16::from(Rtm::Getroute), NlmF::DUMP, body, |m| {
                     let r = decode_route(m)?;
-                    Ok(r.filter(|r| r.oif == ifindex && r.table == TABLE_MAIN))
+                    Ok(r.filter(|r| r.uses(ifindex) && !kernel_local(r)))
                 })?,
             );
         }
@@ -349,21 +349,40 @@ impl Links for Rtnl {
     }
 
     fn add_route(&self, route: &Route) -> Result<(), LinkError> {
-        let what = format!("add route {route} on link index {}", route.oif);
-        let (hdr, attrs) = wire::encode_route(route);
+        let via = route_link(route);
+        let what = format!("add route {route} on link index {via}");
+        let (hdr, attrs) = wire::encode_route(route).map_err(|e| build_error(&what, e))?;
         let body = route_msg(&what, hdr, attrs)?;
-        let flags = NlmF::CREATE | NlmF::EXCL;
+        // A multipath route may exist already with only its other nexthops (IPv6 keeps the
+        // survivors when one nexthop's link goes away): replace it with the whole set.
+        let flags = if route.multipath.is_empty() {
+            NlmF::CREATE | NlmF::EXCL
+        } else {
+            NlmF::CREATE | NlmF::REPLACE
+        };
         let r = self.ack(&what, u16::from(Rtm::Newroute), flags, body);
-        self.named(route.oif, r)
+        self.named(via, r)
     }
 
     fn del_route(&self, route: &Route) -> Result<(), LinkError> {
-        let what = format!("delete route {route} on link index {}", route.oif);
-        let (hdr, attrs) = wire::encode_route(route);
+        let via = route_link(route);
+        let what = format!("delete route {route} on link index {via}");
+        let (hdr, attrs) = wire::encode_route(route).map_err(|e| build_error(&what, e))?;
         let body = route_msg(&what, hdr, attrs)?;
         let r = self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body);
-        self.named(route.oif, r)
+        self.named(via, r)
     }
+}
+
+/// The link a route is about, for messages: its output link or its first nexthop's.
+fn route_link(r: &Route) -> u32 {
+    r.multipath.first().map_or(r.oif, |n| n.ifindex)
+}
+
+/// Local, broadcast and anycast routes the kernel itself keeps in the local table for a
+/// link's addresses: they come and go with the addresses, so they are not moved.
+fn kernel_local(r: &Route) -> bool {
+    r.table == TABLE_LOCAL && r.protocol == RouteProtocol::KERNEL
 }
 
 fn build_error(what: &str, e: impl std::fmt::Display) -> LinkError {

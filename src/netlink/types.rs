@@ -39,6 +39,8 @@ pub struct Link {
     pub kind: Option<String>,
     /// `IFLA_ALT_IFNAME`s (Linux ≥ 5.5). udev may add the old name here after a rename.
     pub altnames: Vec<String>,
+    /// `IFLA_MASTER`: the bond, bridge or VRF this link is enslaved to.
+    pub master: Option<u32>,
 }
 
 impl Link {
@@ -248,14 +250,30 @@ impl RoutePref {
     pub const LOW: RoutePref = RoutePref(3);
 }
 
-/// `RT_TABLE_MAIN`: the only table this module lists and writes.
+/// `RT_TABLE_MAIN`: the table of routes added without a `table`.
 pub const TABLE_MAIN: u32 = 254;
+/// `RT_TABLE_LOCAL`: local and broadcast routes the kernel derives from addresses.
+pub const TABLE_LOCAL: u32 = 255;
 
 /// `RTNH_F_ONLINK` (`linux/rtnetlink.h`): "the gateway is on this link, do not check".
 pub const ROUTE_F_ONLINK: u32 = 0x4;
 
-/// A single-nexthop route through one link (`struct rtmsg` + attributes). Multipath routes
-/// (`RTA_MULTIPATH`) have no single output link and are not represented.
+/// One nexthop of a multipath route (`struct rtnexthop` + `RTA_GATEWAY`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Nexthop {
+    /// The output link. In a captured [`crate::netlink::NicConfig`], 0 stands for "the
+    /// captured link itself", so the route can be re-created on another link.
+    pub ifindex: u32,
+    pub gateway: Option<IpAddr>,
+    /// `rtnh_hops`: the weight minus one (iproute2 prints `weight rtnh_hops + 1`).
+    pub hops: u8,
+    /// `rtnh_flags`; only [`ROUTE_F_ONLINK`] is sent when adding (the kernel sets `dead`
+    /// and `linkdown` itself).
+    pub flags: u8,
+}
+
+/// A route through one link, or a multipath route with a nexthop through it
+/// (`struct rtmsg` + attributes), in any table.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Route {
     pub table: u32,
@@ -264,7 +282,7 @@ pub struct Route {
     pub gateway: Option<IpAddr>,
     /// `RTA_PREFSRC`: the source address for locally generated packets.
     pub prefsrc: Option<IpAddr>,
-    /// `RTA_OIF`.
+    /// `RTA_OIF`; 0 for a multipath route (its links are in `multipath`).
     pub oif: u32,
     /// `RTA_PRIORITY` (what iproute2 calls metric).
     pub metric: u32,
@@ -278,6 +296,14 @@ pub struct Route {
     pub pref: Option<RoutePref>,
     /// The raw `RTA_METRICS` nest (mtu, advmss, …), re-sent unchanged; empty when none.
     pub metrics: Vec<u8>,
+    /// `RTA_MULTIPATH`: the nexthops of an ECMP route; empty for a single-path route.
+    pub multipath: Vec<Nexthop>,
+    /// `RTA_EXPIRES` (IPv6): seconds left for a route learnt from a router advertisement.
+    pub expires: Option<u32>,
+    /// Why this route cannot be re-created exactly from the fields above (a nexthop object,
+    /// an encapsulation, a source prefix, …), naming the attribute; None when it can.
+    /// A NIC with such a route is not taken over.
+    pub unmovable: Option<String>,
 }
 
 impl Route {
@@ -297,11 +323,28 @@ impl Route {
             flags: 0,
             pref: None,
             metrics: Vec::new(),
+            multipath: Vec::new(),
+            expires: None,
+            unmovable: None,
         }
     }
 
     pub fn is_ipv6(&self) -> bool {
         self.dst.addr.is_ipv6()
+    }
+
+    /// The route leaves through link `ifindex` (its output link, or one of its nexthops).
+    pub fn uses(&self, ifindex: u32) -> bool {
+        if self.multipath.is_empty() {
+            self.oif == ifindex
+        } else {
+            self.multipath.iter().any(|n| n.ifindex == ifindex)
+        }
+    }
+
+    /// It needs a gateway (a single-path route via one, or any multipath route).
+    pub fn has_gateway(&self) -> bool {
+        self.gateway.is_some() || !self.multipath.is_empty()
     }
 }
 
@@ -315,7 +358,20 @@ impl fmt::Display for Route {
         if let Some(gw) = self.gateway {
             write!(f, " via {gw}")?;
         }
-        write!(f, " oif {} metric {}", self.oif, self.metric)
+        if self.multipath.is_empty() {
+            write!(f, " oif {}", self.oif)?;
+        }
+        for n in &self.multipath {
+            write!(f, " nexthop")?;
+            if let Some(gw) = n.gateway {
+                write!(f, " via {gw}")?;
+            }
+            write!(f, " oif {} weight {}", n.ifindex, u16::from(n.hops) + 1)?;
+        }
+        if self.table != TABLE_MAIN {
+            write!(f, " table {}", self.table)?;
+        }
+        write!(f, " metric {}", self.metric)
     }
 }
 

@@ -9,7 +9,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::types::{
-    Addr, AddrFlags, Lifetime, Link, LinkFlags, Prefix, ROUTE_F_ONLINK, Route, RoutePref,
+    Addr, AddrFlags, Lifetime, Link, LinkFlags, Nexthop, Prefix, ROUTE_F_ONLINK, Route, RoutePref,
     RouteProtocol, RouteType, Scope,
 };
 
@@ -46,18 +46,57 @@ pub(crate) mod ifa {
     pub const PROTO: u16 = 11;
 }
 
-/// `RTA_*` (`linux/rtnetlink.h`).
+/// `RTA_*` (`linux/rtnetlink.h`, `enum rtattr_type_t`).
 pub(crate) mod rta {
     pub const DST: u16 = 1;
+    pub const SRC: u16 = 2;
+    pub const IIF: u16 = 3;
     pub const OIF: u16 = 4;
     pub const GATEWAY: u16 = 5;
     pub const PRIORITY: u16 = 6;
     pub const PREFSRC: u16 = 7;
     pub const METRICS: u16 = 8;
     pub const MULTIPATH: u16 = 9;
+    pub const FLOW: u16 = 11;
+    pub const CACHEINFO: u16 = 12;
     pub const TABLE: u16 = 15;
+    pub const MARK: u16 = 16;
+    pub const VIA: u16 = 18;
+    pub const NEWDST: u16 = 19;
     pub const PREF: u16 = 20;
+    pub const ENCAP_TYPE: u16 = 21;
+    pub const ENCAP: u16 = 22;
+    pub const EXPIRES: u16 = 23;
+    pub const PAD: u16 = 24;
+    pub const UID: u16 = 25;
+    pub const TTL_PROPAGATE: u16 = 26;
+    pub const NH_ID: u16 = 30;
+
+    /// What a route attribute this module does not re-create is, for messages.
+    pub fn describe(ty: u16) -> String {
+        match ty {
+            SRC => "a source prefix (RTA_SRC)".into(),
+            IIF => "an input interface (RTA_IIF)".into(),
+            FLOW => "a realm (RTA_FLOW)".into(),
+            MARK => "a mark (RTA_MARK)".into(),
+            VIA => "a gateway of another family (RTA_VIA)".into(),
+            NEWDST => "an MPLS label (RTA_NEWDST)".into(),
+            ENCAP_TYPE | ENCAP => "an encapsulation (RTA_ENCAP)".into(),
+            TTL_PROPAGATE => "RTA_TTL_PROPAGATE".into(),
+            NH_ID => "a nexthop object (RTA_NH_ID)".into(),
+            other => format!("route attribute {other}"),
+        }
+    }
 }
+
+/// `IFLA_MASTER` (`linux/if_link.h`).
+const IFLA_MASTER: u16 = 10;
+
+/// `struct rtnexthop` is 8 bytes: len u16, flags u8, hops u8, ifindex i32.
+const RTNH_LEN: usize = 8;
+
+/// USER_HZ: `rta_cacheinfo.rta_expires` counts clock ticks of 1/100 s on every Linux ABI.
+const USER_HZ: i64 = 100;
 
 /// `RTM_F_CLONED` (`linux/rtnetlink.h`): a cached exception, not a configured route.
 const RTM_F_CLONED: u32 = 0x200;
@@ -208,6 +247,10 @@ pub(crate) fn decode_link(hdr: &LinkHdr, attrs: &[Attr]) -> Result<Link, String>
             .collect(),
         None => Vec::new(),
     };
+    let master = find(attrs, IFLA_MASTER)
+        .map(|p| u32_of(p, "IFLA_MASTER"))
+        .transpose()?
+        .filter(|m| *m != 0);
     Ok(Link {
         index: hdr.index,
         name,
@@ -216,6 +259,7 @@ pub(crate) fn decode_link(hdr: &LinkHdr, attrs: &[Attr]) -> Result<Link, String>
         flags: LinkFlags(hdr.flags),
         kind,
         altnames,
+        master,
     })
 }
 
@@ -323,22 +367,47 @@ pub(crate) fn encode_addr(a: &Addr, delete: bool) -> (AddrHdr, Vec<Attr>) {
     (hdr, attrs)
 }
 
-/// A route from a dump, or None for what this module does not model: cached exceptions,
-/// multipath routes (no single `RTA_OIF`) and families other than IPv4/IPv6.
+/// A route from a dump, or None for what is not a route through a link: cached
+/// exceptions, routes with neither an output link nor nexthops (blackhole, unreachable),
+/// and families other than IPv4/IPv6. Attributes this module does not re-create mark the
+/// route [`Route::unmovable`] rather than being dropped silently.
 pub(crate) fn decode_route(hdr: &RouteHdr, attrs: &[Attr]) -> Result<Option<Route>, String> {
     let f = hdr.family;
-    if (f != AF_INET && f != AF_INET6)
-        || hdr.flags & RTM_F_CLONED != 0
-        || find(attrs, rta::MULTIPATH).is_some()
-    {
+    if (f != AF_INET && f != AF_INET6) || hdr.flags & RTM_F_CLONED != 0 {
         return Ok(None);
     }
-    let Some(oif) = find(attrs, rta::OIF)
+    let oif = find(attrs, rta::OIF)
         .map(|p| u32_of(p, "RTA_OIF"))
-        .transpose()?
-    else {
-        return Ok(None);
+        .transpose()?;
+    let (multipath, mut unmovable) = match find(attrs, rta::MULTIPATH) {
+        Some(p) => decode_multipath(f, p)?,
+        None => (Vec::new(), None),
     };
+    if oif.is_none() && multipath.is_empty() {
+        return Ok(None);
+    }
+    let carried = [
+        rta::DST,
+        rta::OIF,
+        rta::GATEWAY,
+        rta::PRIORITY,
+        rta::PREFSRC,
+        rta::METRICS,
+        rta::MULTIPATH,
+        rta::TABLE,
+        rta::PREF,
+        rta::EXPIRES,
+        // Kernel statistics and padding: nothing to re-create.
+        rta::CACHEINFO,
+        rta::PAD,
+        rta::UID,
+    ];
+    if let Some((t, _)) = attrs.iter().find(|(t, _)| !carried.contains(t)) {
+        unmovable.get_or_insert_with(|| rta::describe(*t));
+    }
+    if hdr.src_len > 0 {
+        unmovable.get_or_insert_with(|| rta::describe(rta::SRC));
+    }
     let unspecified = if f == AF_INET6 {
         IpAddr::V6(Ipv6Addr::UNSPECIFIED)
     } else {
@@ -349,6 +418,20 @@ pub(crate) fn decode_route(hdr: &RouteHdr, attrs: &[Attr]) -> Result<Option<Rout
         .transpose()?
         .unwrap_or(unspecified);
     let ip = |ty: u16, what: &str| find(attrs, ty).map(|p| ip_of(f, p, what)).transpose();
+    // Only IPv6 routes expire; a dump reports the time left in RTA_CACHEINFO.rta_expires
+    // (clock ticks), an add takes RTA_EXPIRES (seconds).
+    let expires = if f == AF_INET6 {
+        match find(attrs, rta::CACHEINFO).and_then(|p| p.get(8..12)) {
+            Some(b) => {
+                let ticks = i64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                (ticks > 0)
+                    .then(|| u32::try_from((ticks + USER_HZ - 1) / USER_HZ).unwrap_or(u32::MAX))
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
     Ok(Some(Route {
         // RTA_TABLE carries ids above 255 that do not fit rtm_table.
         table: find(attrs, rta::TABLE)
@@ -358,7 +441,7 @@ pub(crate) fn decode_route(hdr: &RouteHdr, attrs: &[Attr]) -> Result<Option<Rout
         dst: Prefix::new(dst_addr, hdr.dst_len),
         gateway: ip(rta::GATEWAY, "RTA_GATEWAY")?,
         prefsrc: ip(rta::PREFSRC, "RTA_PREFSRC")?,
-        oif,
+        oif: oif.unwrap_or(0),
         metric: find(attrs, rta::PRIORITY)
             .map(|p| u32_of(p, "RTA_PRIORITY"))
             .transpose()?
@@ -378,11 +461,67 @@ pub(crate) fn decode_route(hdr: &RouteHdr, attrs: &[Attr]) -> Result<Option<Rout
         metrics: find(attrs, rta::METRICS)
             .map(<[u8]>::to_vec)
             .unwrap_or_default(),
+        multipath,
+        expires,
+        unmovable,
     }))
 }
 
-/// The body of an `RTM_NEWROUTE` or `RTM_DELROUTE` for exactly this route.
-pub(crate) fn encode_route(r: &Route) -> (RouteHdr, Vec<Attr>) {
+/// The `RTA_MULTIPATH` payload: `rtnexthop` structs, each followed by its own attributes
+/// (`RTNH_ALIGN`ed to 4 bytes). A nexthop attribute other than `RTA_GATEWAY` makes the
+/// route unmovable (the second value names it).
+fn decode_multipath(family: u8, mut p: &[u8]) -> Result<(Vec<Nexthop>, Option<String>), String> {
+    let mut out = Vec::new();
+    let mut unmovable = None;
+    while p.len() >= RTNH_LEN {
+        let len = usize::from(u16::from_ne_bytes([p[0], p[1]]));
+        if len < RTNH_LEN || len > p.len() {
+            return Err(format!("RTA_MULTIPATH: bad rtnexthop length {len}"));
+        }
+        let ifindex = i32::from_ne_bytes([p[4], p[5], p[6], p[7]]);
+        let ifindex = u32::try_from(ifindex).map_err(|_| "RTA_MULTIPATH: negative ifindex")?;
+        let attrs = parse_nested(&p[RTNH_LEN..len])?;
+        if let Some((t, _)) = attrs.iter().find(|(t, _)| *t != rta::GATEWAY) {
+            unmovable.get_or_insert_with(|| format!("a nexthop with {}", rta::describe(*t)));
+        }
+        out.push(Nexthop {
+            ifindex,
+            gateway: find(&attrs, rta::GATEWAY)
+                .map(|g| ip_of(family, g, "RTA_MULTIPATH RTA_GATEWAY"))
+                .transpose()?,
+            flags: p[2],
+            hops: p[3],
+        });
+        let padded = (len + 3) & !3;
+        p = p.get(padded..).unwrap_or(&[]);
+    }
+    Ok((out, unmovable))
+}
+
+/// The inverse of [`decode_multipath`] for what this module re-creates.
+fn encode_multipath(hops: &[Nexthop]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for n in hops {
+        let attrs = match n.gateway {
+            Some(gw) => encode_nested(&[(rta::GATEWAY, ip_bytes(gw))])?,
+            None => Vec::new(),
+        };
+        let len = u16::try_from(RTNH_LEN + attrs.len())
+            .map_err(|_| "RTA_MULTIPATH: nexthop too long".to_string())?;
+        let ifindex = i32::try_from(n.ifindex).map_err(|_| "RTA_MULTIPATH: ifindex too big")?;
+        out.extend_from_slice(&len.to_ne_bytes());
+        // Only ONLINK is ours to set; DEAD and LINKDOWN are the kernel's (and refused).
+        out.push(n.flags & u8::try_from(ROUTE_F_ONLINK).unwrap_or(0));
+        out.push(n.hops);
+        out.extend_from_slice(&ifindex.to_ne_bytes());
+        out.extend_from_slice(&attrs);
+    }
+    Ok(out)
+}
+
+/// The body of an `RTM_NEWROUTE` or `RTM_DELROUTE` for exactly this route. Err only for a
+/// route that cannot be encoded (a multipath nexthop too long or out of range).
+pub(crate) fn encode_route(r: &Route) -> Result<(RouteHdr, Vec<Attr>), String> {
     let family = family_of(r.dst.addr);
     let hdr = RouteHdr {
         family,
@@ -406,15 +545,22 @@ pub(crate) fn encode_route(r: &Route) -> (RouteHdr, Vec<Attr>) {
     if let Some(src) = r.prefsrc {
         attrs.push((rta::PREFSRC, ip_bytes(src)));
     }
-    attrs.push((rta::OIF, r.oif.to_ne_bytes().to_vec()));
+    if r.multipath.is_empty() {
+        attrs.push((rta::OIF, r.oif.to_ne_bytes().to_vec()));
+    } else {
+        attrs.push((rta::MULTIPATH, encode_multipath(&r.multipath)?));
+    }
     attrs.push((rta::PRIORITY, r.metric.to_ne_bytes().to_vec()));
     if let (Some(p), true) = (r.pref, family == AF_INET6) {
         attrs.push((rta::PREF, vec![p.0]));
     }
+    if let (Some(e), true) = (r.expires, family == AF_INET6) {
+        attrs.push((rta::EXPIRES, e.to_ne_bytes().to_vec()));
+    }
     if !r.metrics.is_empty() {
         attrs.push((rta::METRICS | NLA_F_NESTED, r.metrics.clone()));
     }
-    (hdr, attrs)
+    Ok((hdr, attrs))
 }
 
 #[cfg(test)]
@@ -476,6 +622,7 @@ mod tests {
                 flags: LinkFlags(0x1003),
                 kind: Some("veth".into()),
                 altnames: vec!["eth1".into(), "enp0s3".into()],
+                master: None,
             }
         );
         assert!(link.is_up());
@@ -555,7 +702,7 @@ mod tests {
         r.pref = Some(RoutePref::HIGH);
         r.flags = ROUTE_F_ONLINK;
         r.metrics = encode_nested(&[(2, 1400u32.to_ne_bytes().to_vec())]).unwrap();
-        let (hdr, attrs) = encode_route(&r);
+        let (hdr, attrs) = encode_route(&r).unwrap();
         let attrs: Vec<Attr> = attrs
             .into_iter()
             .map(|(t, p)| (t & !NLA_FLAGS, p))
@@ -569,7 +716,7 @@ mod tests {
         r.gateway = Some(v4("192.0.2.1"));
         r.metric = 100;
         r.pref = Some(RoutePref::HIGH);
-        let (hdr, attrs) = encode_route(&r);
+        let (hdr, attrs) = encode_route(&r).unwrap();
         assert_eq!(hdr.dst_len, 0);
         assert_eq!(hdr.table, 254);
         assert!(attrs.iter().all(|(t, _)| *t != rta::DST && *t != rta::PREF));
@@ -578,14 +725,145 @@ mod tests {
     }
 
     #[test]
-    fn cached_and_multipath_routes_are_skipped() {
+    fn cached_and_linkless_routes_are_skipped() {
         let r = Route::new(Prefix::new(v4("198.51.100.0"), 24), 4);
-        let (mut hdr, attrs) = encode_route(&r);
+        let (mut hdr, attrs) = encode_route(&r).unwrap();
         hdr.flags = RTM_F_CLONED;
         assert_eq!(decode_route(&hdr, &attrs).unwrap(), None);
-        let (hdr, mut attrs) = encode_route(&r);
+        // A blackhole route: no output link, no nexthops.
+        let (mut hdr, mut attrs) = encode_route(&r).unwrap();
         attrs.retain(|(t, _)| *t != rta::OIF);
-        attrs.push((rta::MULTIPATH, vec![]));
+        hdr.kind = RouteType::BLACKHOLE.0;
         assert_eq!(decode_route(&hdr, &attrs).unwrap(), None);
+    }
+
+    /// `ip route add 198.51.100.0/24 nexthop via 192.0.2.1 dev <4> weight 1 nexthop via
+    /// 203.0.113.1 dev <7> weight 3`, as the kernel dumps it: RTA_MULTIPATH, no RTA_OIF.
+    #[test]
+    fn multipath_routes_round_trip() {
+        let mut r = Route::new(Prefix::new(v4("198.51.100.0"), 24), 0);
+        r.table = 100;
+        r.multipath = vec![
+            Nexthop {
+                ifindex: 4,
+                gateway: Some(v4("192.0.2.1")),
+                hops: 0,
+                flags: 0,
+            },
+            Nexthop {
+                ifindex: 7,
+                gateway: Some(v4("203.0.113.1")),
+                hops: 2,
+                flags: 4,
+            },
+        ];
+        let (hdr, attrs) = encode_route(&r).unwrap();
+        assert!(attrs.iter().all(|(t, _)| *t != rta::OIF));
+        let mp = &attrs.iter().find(|(t, _)| *t == rta::MULTIPATH).unwrap().1;
+        // rtnexthop {len 16, flags 0, hops 0, ifindex 4} + RTA_GATEWAY {len 8, type 5, ip}.
+        let mut want = vec![16, 0, 0, 0];
+        want.extend_from_slice(&4i32.to_ne_bytes());
+        want.extend_from_slice(&[8, 0, 5, 0, 192, 0, 2, 1]);
+        assert_eq!(&mp[..16], &want[..]);
+        assert_eq!(mp.len(), 32);
+        let back = decode_route(&hdr, &attrs).unwrap().unwrap();
+        assert_eq!(back, r);
+        assert!(back.uses(7) && back.uses(4) && !back.uses(0));
+        // The kernel's own flags (dead 0x1, linkdown 0x10) are never sent back.
+        let mut dead = r.clone();
+        dead.multipath[0].flags = 0x11;
+        let (_, attrs) = encode_route(&dead).unwrap();
+        let mp = &attrs.iter().find(|(t, _)| *t == rta::MULTIPATH).unwrap().1;
+        assert_eq!(mp[2], 0);
+        // Truncated nexthops are errors, not panics.
+        for cut in 1..32 {
+            let mut a = attrs.clone();
+            for (t, p) in &mut a {
+                if *t == rta::MULTIPATH {
+                    p.truncate(cut);
+                }
+            }
+            let _ = decode_route(&hdr, &a);
+        }
+    }
+
+    /// What the module cannot re-create marks the route, naming the attribute, instead of
+    /// being dropped: a nexthop object, an encapsulation, a source prefix, a realm.
+    #[test]
+    fn routes_with_attributes_not_carried_are_unmovable() {
+        let r = Route::new(Prefix::new(v4("198.51.100.0"), 24), 4);
+        let with = |ty: u16, payload: Vec<u8>| {
+            let (hdr, mut attrs) = encode_route(&r).unwrap();
+            attrs.push((ty, payload));
+            decode_route(&hdr, &attrs).unwrap().unwrap().unmovable
+        };
+        assert_eq!(
+            with(rta::NH_ID, 5u32.to_ne_bytes().to_vec()).as_deref(),
+            Some("a nexthop object (RTA_NH_ID)")
+        );
+        assert_eq!(
+            with(rta::ENCAP_TYPE, vec![1, 0]).as_deref(),
+            Some("an encapsulation (RTA_ENCAP)")
+        );
+        assert_eq!(
+            with(rta::FLOW, vec![0; 4]).as_deref(),
+            Some("a realm (RTA_FLOW)")
+        );
+        assert_eq!(with(99, vec![]).as_deref(), Some("route attribute 99"));
+        // Statistics are not a property of the route.
+        assert_eq!(with(rta::CACHEINFO, vec![0; 32]), None);
+        let (mut hdr, attrs) = encode_route(&r).unwrap();
+        hdr.src_len = 64;
+        assert_eq!(
+            decode_route(&hdr, &attrs)
+                .unwrap()
+                .unwrap()
+                .unmovable
+                .as_deref(),
+            Some("a source prefix (RTA_SRC)")
+        );
+        // A multipath nexthop with an encapsulation.
+        let mut mp = vec![16, 0, 0, 0];
+        mp.extend_from_slice(&4i32.to_ne_bytes());
+        mp.extend_from_slice(&[6, 0, 21, 0, 1, 0, 0, 0]);
+        let (hdr, mut attrs) = encode_route(&r).unwrap();
+        attrs.retain(|(t, _)| *t != rta::OIF);
+        attrs.push((rta::MULTIPATH, mp));
+        assert_eq!(
+            decode_route(&hdr, &attrs)
+                .unwrap()
+                .unwrap()
+                .unmovable
+                .as_deref(),
+            Some("a nexthop with an encapsulation (RTA_ENCAP)")
+        );
+    }
+
+    /// An IPv6 route learnt from a router advertisement keeps its lifetime: the dump's
+    /// RTA_CACHEINFO.rta_expires (clock ticks) becomes RTA_EXPIRES (seconds) when re-added.
+    #[test]
+    fn ipv6_route_expiry_is_carried() {
+        let r = Route::new(Prefix::new("2001:db8:5::".parse().unwrap(), 48), 3);
+        let (hdr, mut attrs) = encode_route(&r).unwrap();
+        let mut ci = vec![0u8; 32];
+        ci[8..12].copy_from_slice(&179_950i32.to_ne_bytes());
+        attrs.push((rta::CACHEINFO, ci));
+        let back = decode_route(&hdr, &attrs).unwrap().unwrap();
+        assert_eq!(back.expires, Some(1800));
+        let (_, attrs) = encode_route(&back).unwrap();
+        let e = &attrs.iter().find(|(t, _)| *t == rta::EXPIRES).unwrap().1;
+        assert_eq!(e, &1800u32.to_ne_bytes().to_vec());
+    }
+
+    #[test]
+    fn link_master_is_decoded() {
+        let hdr = LinkHdr::on(5);
+        let attrs = vec![
+            str_attr(ifla::IFNAME, "eth0"),
+            (IFLA_MASTER, 9u32.to_ne_bytes().to_vec()),
+        ];
+        assert_eq!(decode_link(&hdr, &attrs).unwrap().master, Some(9));
+        let attrs = vec![str_attr(ifla::IFNAME, "eth0")];
+        assert_eq!(decode_link(&hdr, &attrs).unwrap().master, None);
     }
 }

@@ -15,8 +15,9 @@ use super::types::{
     Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
     host_external_ids,
 };
+use super::verdict::{self, OvsPort};
 use crate::controller::bridge::OvsBridge;
-use crate::controller::interfaces::Role;
+use crate::controller::interfaces::{Interface, Role};
 use crate::k8s::Stores;
 use crate::netlink::{
     Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, uplink_name,
@@ -267,6 +268,11 @@ impl EnController {
                 .link_by_name(&a.uplink)
                 .is_err_and(|e| e.is_not_found())
         };
+        // Before any link is touched: a link that is not (still) our host port must be one
+        // we may take over at all.
+        if !attached.iter().any(|a| a.nic == link.name && !stale(a)) {
+            self.judge(&key, &link)?;
+        }
         match attached.iter().find(|a| a.nic == link.name) {
             // The ports survived but the kernel side did not (a reboot: the NIC has its
             // own name and addresses again, the uplink link is gone; Antrea #4122).
@@ -323,34 +329,30 @@ impl EnController {
         many(errors)
     }
 
-    /// The link holding the IPs (Antrea `getHostInterfaceName`): IPs on no link are logged
-    /// and dropped; IPs on different links are an error. The IPs found, sorted as strings
-    /// (Antrea's `sets.List`).
     fn find_nic(&self, ips: &[IpAddr]) -> Result<(Link, Vec<IpAddr>), EnError> {
-        let mut found: Vec<(IpAddr, Link)> = Vec::new();
-        for ip in ips {
-            match self
-                .links
-                .link_holding(*ip)
-                .map_err(link_err(format!("looking up the link holding {ip}")))?
-            {
-                Some(l) => found.push((*ip, l)),
-                None => log::warn!("externalnode ip={ip} is on no interface; ignoring it"),
-            }
-        }
-        let Some((_, first)) = found.first() else {
-            return Err(EnError::NicNotFound { ips: ips.to_vec() });
+        verdict::find_nic(self.links.as_ref(), ips)
+    }
+
+    /// Refuse (permanently, until the object changes) a link that must not be taken over;
+    /// see `verdict`. Reads only.
+    fn judge(&self, en: &str, link: &Link) -> Result<(), EnError> {
+        let ifs = self.bridge.interfaces();
+        let ovs = match ifs.get(&link.name) {
+            // Our own host port (one that outlived its links after a reboot is replaced).
+            None
+            | Some(Interface {
+                role: Role::Host, ..
+            }) => OvsPort::None,
+            Some(i) => OvsPort::Other(i.role.describe()),
         };
-        if found.iter().any(|(_, l)| l.index != first.index) {
-            return Err(EnError::NicAmbiguous {
-                links: found.iter().map(|(ip, l)| (*ip, l.name.clone())).collect(),
-            });
+        let master = verdict::master_name(self.links.as_ref(), link);
+        match verdict::refusal(link, master.as_deref(), &self.cfg.bridge, ovs) {
+            Some(detail) => Err(EnError::Refused {
+                en: en.to_string(),
+                detail,
+            }),
+            None => Ok(()),
         }
-        let link = first.clone();
-        let mut ips: Vec<IpAddr> = found.into_iter().map(|(ip, _)| ip).collect();
-        ips.sort_by_key(IpAddr::to_string);
-        ips.dedup();
-        Ok((link, ips))
     }
 
     /// Every NIC OVSDB says is attached: host ports, with their uplink port.
@@ -584,6 +586,13 @@ impl EnController {
         if config.mac.is_none() {
             return Err(EnError::NoMac { nic });
         }
+        let unmovable = config.unmovable();
+        if !unmovable.is_empty() {
+            return Err(EnError::Unmovable {
+                nic,
+                routes: unmovable,
+            });
+        }
         let uplink = uplink_name(&nic);
         log::info!("externalnode taking over nic={nic} uplink={uplink} entity={entity}");
         let mut rec = Record {
@@ -717,6 +726,12 @@ impl EnController {
             capture(links, host.index).map_err(link_err(format!("capture {}", a.nic)))?;
         config.ifindex = nic_link.index;
         config.name = a.nic.clone();
+        for r in config.unmovable() {
+            log::warn!(
+                "externalnode cannot move a route back to nic={}: {r}; it goes with the host port",
+                a.nic
+            );
+        }
         log::info!("externalnode restoring nic={} uplink={}", a.nic, a.uplink);
         let rec = Record {
             phase: Phase::Restore,

@@ -1,7 +1,9 @@
 //! The ExternalNode controller (Antrea `pkg/agent/externalnode/external_node_controller.go`,
 //! with the fixes of DESIGN §6): it attaches the VM's NIC to the OVS bridge and gives it back.
 //!
-//! Owns: finding the NIC that holds `spec.interfaces[0].ips`, the takeover (capture →
+//! Owns: finding the NIC that holds `spec.interfaces[0].ips` and judging whether it may be
+//! taken over at all (`verdict`: loopback, the bridge, other OVS ports, bond slaves and
+//! tunnels are refused before any link is touched), the takeover (capture →
 //! rename to the uplink name → uplink + host ports → move addresses and routes → uplink
 //! flows), re-labelling, moving to another NIC, the exact restore, policy-bypass flows, and
 //! the step record that makes all of it crash-safe (`record`). Does not own: the sockets
@@ -34,6 +36,7 @@
 mod controller;
 pub mod record;
 mod types;
+pub mod verdict;
 
 pub use crate::pipeline::externalnode::{
     BypassDirection, BypassProtocol, Cidr, PolicyBypassRule, parse_bypass_rules,

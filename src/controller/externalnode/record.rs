@@ -16,8 +16,8 @@ use std::net::IpAddr;
 use serde_json::{Map, Value, json};
 
 use crate::netlink::{
-    Addr, AddrFlags, Lifetime, NicConfig, Prefix, Route, RoutePref, RouteProtocol, RouteType,
-    Scope, format_mac,
+    Addr, AddrFlags, Lifetime, Nexthop, NicConfig, Prefix, Route, RoutePref, RouteProtocol,
+    RouteType, Scope, format_mac,
 };
 
 /// The Bridge external_ids key holding the in-flight operation.
@@ -235,6 +235,23 @@ fn route_json(r: &Route) -> Value {
         "flags": r.flags,
         "pref": r.pref.map(|p| p.0),
         "metrics": r.metrics.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        "multipath": r.multipath.iter().map(|n| json!({
+            "ifindex": n.ifindex,
+            "gateway": n.gateway.map(|g| g.to_string()),
+            "hops": n.hops,
+            "flags": n.flags,
+        })).collect::<Vec<_>>(),
+        "expires": r.expires,
+    })
+}
+
+fn nexthop_from(v: &Value) -> Result<Nexthop, String> {
+    let o = obj(v)?;
+    Ok(Nexthop {
+        ifindex: uint(o, "ifindex")?,
+        gateway: ip(o, "gateway")?,
+        hops: uint(o, "hops")?,
+        flags: uint(o, "flags")?,
     })
 }
 
@@ -250,6 +267,18 @@ fn route_from(v: &Value) -> Result<Route, String> {
         None | Some(Value::Null) => None,
         Some(_) => Some(RoutePref(uint(o, "pref")?)),
     };
+    // Both absent in records written before multipath routes were moved.
+    let multipath = match o.get("multipath") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(_) => list(o, "multipath")?
+            .iter()
+            .map(nexthop_from)
+            .collect::<Result<_, _>>()?,
+    };
+    let expires = match o.get("expires") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(uint(o, "expires")?),
+    };
     Ok(Route {
         table: uint(o, "table")?,
         dst: Prefix::new(addr, len),
@@ -264,6 +293,9 @@ fn route_from(v: &Value) -> Result<Route, String> {
         flags: uint(o, "flags")?,
         pref,
         metrics,
+        multipath,
+        expires,
+        unmovable: None,
     })
 }
 

@@ -25,6 +25,8 @@ pub const CRASH_ENV: &str = "TETHER_CRASH_AT";
 #[derive(Clone, Debug)]
 pub struct EnConfig {
     pub node_name: String,
+    /// The OVS bridge (`--bridge`): its own internal port is never taken over.
+    pub bridge: String,
     /// `externalNode.externalNodeNamespace`.
     pub namespace: String,
     pub bypass_rules: Vec<PolicyBypassRule>,
@@ -38,6 +40,7 @@ impl Default for EnConfig {
     fn default() -> EnConfig {
         EnConfig {
             node_name: String::new(),
+            bridge: "br-int".into(),
             namespace: "default".into(),
             bypass_rules: Vec::new(),
             ovs_rundir: PathBuf::from("/var/run/openvswitch"),
@@ -85,6 +88,18 @@ pub enum EnError {
     NoMac {
         nic: String,
     },
+    /// The link holding the IPs must not be taken over (loopback, the bridge, another OVS
+    /// port, a bond slave, a tunnel …); checked before any link is touched.
+    Refused {
+        en: String,
+        detail: String,
+    },
+    /// The NIC has routes that cannot be re-created exactly on the host port; each is
+    /// named. Retried with backoff: changing those routes fixes it.
+    Unmovable {
+        nic: String,
+        routes: Vec<String>,
+    },
     Link {
         op: String,
         error: LinkError,
@@ -131,7 +146,7 @@ pub enum EnError {
 impl EnError {
     /// Only a new version of the ExternalNode can fix it: retrying the same spec cannot.
     pub fn is_permanent(&self) -> bool {
-        matches!(self, EnError::Invalid { .. })
+        matches!(self, EnError::Invalid { .. } | EnError::Refused { .. })
     }
 }
 
@@ -148,6 +163,15 @@ impl fmt::Display for EnError {
                 write!(f, "the IPs are on different interfaces: {}", l.join(", "))
             }
             EnError::NoMac { nic } => write!(f, "interface {nic} has no Ethernet MAC"),
+            EnError::Refused { en, detail } => {
+                write!(f, "ExternalNode {en}: refusing to take over: {detail}")
+            }
+            EnError::Unmovable { nic, routes } => write!(
+                f,
+                "refusing to take over {nic}: {} route(s) through it cannot be moved to the host port exactly and would be lost: {}",
+                routes.len(),
+                routes.join("; ")
+            ),
             EnError::Link { op, error } => write!(f, "{op}: {error}"),
             EnError::Move { nic, error } => {
                 write!(f, "moving {nic}'s addresses and routes: {error}")

@@ -114,16 +114,6 @@ fn action(a: Action) -> TcAction {
     }
 }
 
-fn role_name(r: &Role) -> String {
-    match r {
-        Role::Pod { namespace, name } => format!("Pod {namespace}/{name}"),
-        Role::TrafficControl => "traffic-control".into(),
-        Role::Uplink => "uplink".into(),
-        Role::Host => "host".into(),
-        Role::Other => "foreign".into(),
-    }
-}
-
 impl TcController {
     pub fn new(stores: Stores, bridge: Arc<dyn OvsBridge>, flows: Arc<dyn Flows>) -> TcController {
         TcController {
@@ -260,7 +250,7 @@ impl TcController {
             Some(i) if i.role != Role::TrafficControl => {
                 return Err(SyncError::PortConflict {
                     port: name.clone(),
-                    role: role_name(&i.role),
+                    role: i.role.describe(),
                 });
             }
             Some(_) => {}

@@ -262,3 +262,34 @@ fn external_node() {
         "spec.interfaces[0].ips: must have at least 1 item"
     );
 }
+
+/// Addresses no NIC can be taken over for: `127.0.0.1` made tether set `lo` down and
+/// rename it, over and over. Refused in validation, so nothing touches a link.
+#[test]
+fn external_node_ips_must_be_unicast_addresses_of_the_vm() {
+    for (ip, why) in [
+        ("127.0.0.1", "a loopback address"),
+        ("127.8.9.1", "a loopback address"),
+        ("::1", "a loopback address"),
+        ("::ffff:127.0.0.1", "a loopback address"),
+        ("0.0.0.0", "the unspecified address"),
+        ("::", "the unspecified address"),
+        ("224.0.0.1", "a multicast address"),
+        ("ff02::1", "a multicast address"),
+        ("255.255.255.255", "the broadcast address"),
+        ("169.254.1.1", "a link-local address"),
+        ("fe80::1", "a link-local address"),
+    ] {
+        let en = ExternalNode::decode(json!({"metadata": {"name": "vm1"},
+            "spec": {"interfaces": [{"ips": ["192.0.2.10", ip]}]}}))
+        .unwrap();
+        let shown: std::net::IpAddr = ip.parse().unwrap();
+        assert_eq!(
+            en.spec.unwrap_err().to_string(),
+            format!(
+                "spec.interfaces[0].ips[1]: {shown} is {why}: an ExternalNode names the VM's own unicast addresses"
+            ),
+            "{ip}"
+        );
+    }
+}
