@@ -182,6 +182,7 @@ fn child(dir: &str, peer: &str) {
     stores.external_nodes.replace(Vec::new());
     let cfg = EnConfig {
         node_name: "vm1".into(),
+        bridge: "br-int".into(),
         namespace: "default".into(),
         ovs_rundir: dir.clone(),
         datapath_type: "netdev".into(),

@@ -151,6 +151,7 @@ fn agent_main(dir: &str) {
     let stores = Stores::default();
     let cfg = EnConfig {
         node_name: "vm1".into(),
+        bridge: "br-int".into(),
         namespace: "default".into(),
         bypass_rules: bypass_rules(),
         ovs_rundir: dir.clone(),
