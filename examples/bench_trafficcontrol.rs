@@ -263,7 +263,12 @@ fn label_flips(sb: &common::Sandbox) {
         Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
     let stores = stores_at_scale(TCS, TCS);
-    let c = TcController::new(stores.clone(), Arc::new(LiveBridge::new(br)), of.clone());
+    let c = TcController::new(
+        stores.clone(),
+        Arc::new(LiveBridge::new(br)),
+        of.clone(),
+        Arc::new(tether::netlink::FakeLinks::new()),
+    );
     for tc in stores.traffic_controls.keys() {
         c.sync(&tc).unwrap();
     }
@@ -384,6 +389,7 @@ fn event_cost(tcs: usize) -> f64 {
         stores.clone(),
         Arc::new(MemBridge(Arc::new(Interfaces::new(ports)))),
         Arc::new(NullFlows),
+        Arc::new(tether::netlink::FakeLinks::new()),
     );
     let n = 1000;
     let t = Instant::now();

@@ -247,14 +247,20 @@ pub fn run(
     });
     // TC flows wait for the end of the first full sync and go out as one bundle.
     let deferred = Arc::new(DeferredFlows::new(flows.clone(), Category::TRAFFIC_CONTROL));
+    let netlink = || {
+        crate::netlink::Rtnl::connect()
+            .map(Arc::new)
+            .map_err(|e| DaemonError::Setup(format!("netlink: {e}")))
+    };
+    // Its own socket: the TrafficControl workers only read (device targets), and never
+    // wait behind a takeover's requests.
     let tc = Arc::new(TcController::new(
         stores.clone(),
         bridge.clone(),
         deferred.clone(),
+        netlink()?,
     ));
-    let links = Arc::new(
-        crate::netlink::Rtnl::connect().map_err(|e| DaemonError::Setup(format!("netlink: {e}")))?,
-    );
+    let links = netlink()?;
     let en = Arc::new(EnController::new(
         EnConfig {
             node_name: cfg.node_name.clone(),

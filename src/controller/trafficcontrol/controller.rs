@@ -7,11 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::device;
 use super::ports::{port_name, port_spec};
 use super::select;
 use crate::controller::bridge::OvsBridge;
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::k8s::{Action, Direction, Stores, TcPort, TrafficControl, ValidationError};
+use crate::netlink::{LinkError, Links};
 use crate::openflow::{Category, Flows, OfError, Owner};
 use crate::ovsdb::OvsdbError;
 use crate::pipeline::{self, TcAction, TcDirection};
@@ -30,12 +32,23 @@ pub enum SyncError {
         error: OvsdbError,
     },
     Flows(OfError),
+    /// A `device` target (or return port) the host uses itself (see `device`).
+    DeviceRefused {
+        tc: String,
+        device: String,
+        reason: String,
+    },
+    /// The kernel could not be asked about a `device` target (retried).
+    Link(LinkError),
 }
 
 impl SyncError {
     /// Only a new version of the object can fix it: retrying the same spec cannot.
     pub fn is_permanent(&self) -> bool {
-        matches!(self, SyncError::Invalid(_))
+        matches!(
+            self,
+            SyncError::Invalid(_) | SyncError::DeviceRefused { .. }
+        )
     }
 }
 
@@ -49,6 +62,11 @@ impl std::fmt::Display for SyncError {
             ),
             SyncError::Port { port, error } => write!(f, "port {port}: {error}"),
             SyncError::Flows(e) => write!(f, "flows: {e}"),
+            SyncError::DeviceRefused { tc, device, reason } => write!(
+                f,
+                "TrafficControl {tc}: refusing device {device} as a target or return port: {reason}"
+            ),
+            SyncError::Link(e) => write!(f, "checking a device target: {e}"),
         }
     }
 }
@@ -90,6 +108,8 @@ pub struct TcController {
     stores: Stores,
     bridge: Arc<dyn OvsBridge>,
     flows: Arc<dyn Flows>,
+    /// Read only: whether a `device` target is a link the host uses (`device`).
+    links: Arc<dyn Links + Send + Sync>,
     state: Mutex<State>,
     /// Serializes port create/delete decisions across workers.
     ports: Mutex<()>,
@@ -115,11 +135,17 @@ fn action(a: Action) -> TcAction {
 }
 
 impl TcController {
-    pub fn new(stores: Stores, bridge: Arc<dyn OvsBridge>, flows: Arc<dyn Flows>) -> TcController {
+    pub fn new(
+        stores: Stores,
+        bridge: Arc<dyn OvsBridge>,
+        flows: Arc<dyn Flows>,
+        links: Arc<dyn Links + Send + Sync>,
+    ) -> TcController {
         TcController {
             stores,
             bridge,
             flows,
+            links,
             state: Mutex::new(State::default()),
             ports: Mutex::new(()),
         }
@@ -143,7 +169,16 @@ impl TcController {
                 self.teardown(name);
                 Err(SyncError::Invalid(e.clone()))
             }
-            Some(tc @ TrafficControl { spec: Ok(_), .. }) => self.sync_valid(tc),
+            Some(tc @ TrafficControl { spec: Ok(_), .. }) => match self.check_devices(tc) {
+                Err(e) => {
+                    // Nothing of this TC may stay on a link the host uses.
+                    if e.is_permanent() {
+                        self.teardown(name);
+                    }
+                    Err(e)
+                }
+                Ok(()) => self.sync_valid(tc),
+            },
         };
         if let Err(e) = &result {
             let mut st = lock(&self.state);
@@ -154,6 +189,63 @@ impl TcController {
             s.last_error = Some(e.to_string());
         }
         result
+    }
+
+    /// Refuse `device` ports the host uses itself, before anything is created; see
+    /// `device`. Reads the kernel only.
+    fn check_devices(&self, tc: &TrafficControl) -> Result<(), SyncError> {
+        let Ok(spec) = &tc.spec else {
+            return Ok(());
+        };
+        let devices = [Some(&spec.target_port), spec.return_port.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| match p {
+                TcPort::Device { name } => Some(name),
+                _ => None,
+            });
+        for name in devices {
+            let link = match self.links.link_by_name(name) {
+                Ok(l) => l,
+                // Not there (yet): OVS attaches it when it appears.
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(SyncError::Link(e)),
+            };
+            let addrs = self
+                .links
+                .addrs(Some(link.index))
+                .map_err(SyncError::Link)?;
+            let routes = self.links.routes(link.index).map_err(SyncError::Link)?;
+            if let Some(reason) = device::refusal(&link, &addrs, &routes, &self.en_links()) {
+                return Err(SyncError::DeviceRefused {
+                    tc: tc.metadata.name.clone(),
+                    device: name.clone(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The ExternalNode's NIC and uplink, attached (OVSDB's host and uplink ports) or
+    /// about to be (the link holding this node's ExternalNode's IPs, and its uplink name).
+    fn en_links(&self) -> Vec<String> {
+        let ifs = self.bridge.interfaces();
+        let mut names: Vec<String> = ifs
+            .iter()
+            .filter(|i| matches!(i.role, Role::Host | Role::Uplink))
+            .map(|i| i.port.name.clone())
+            .collect();
+        for en in self.stores.external_nodes.list() {
+            let Ok(spec) = &en.spec else { continue };
+            for ip in spec.interfaces.iter().flat_map(|i| i.ips.iter()) {
+                if let Ok(Some(l)) = self.links.link_holding(*ip) {
+                    names.push(crate::netlink::uplink_name(&l.name));
+                    names.push(l.name);
+                }
+            }
+        }
+        names
     }
 
     fn sync_valid(&self, tc: &TrafficControl) -> Result<(), SyncError> {

@@ -3,6 +3,7 @@
 //! effective rule), `controller` (sync per TC through the `OvsBridge` and `Flows` traits).
 
 mod controller;
+pub mod device;
 pub mod ports;
 pub mod select;
 

@@ -10,6 +10,7 @@ use super::*;
 use crate::controller::bridge::OvsBridge;
 use crate::controller::fake::{FakeBridge, FakeFlows};
 use crate::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
+use crate::netlink::FakeLinks;
 use crate::openflow::{Flow, OfError};
 use crate::pipeline::{self, TcAction, TcDirection};
 
@@ -17,6 +18,7 @@ struct Env {
     stores: Stores,
     bridge: Arc<FakeBridge>,
     flows: Arc<FakeFlows>,
+    links: Arc<FakeLinks>,
     c: TcController,
 }
 
@@ -24,11 +26,13 @@ fn env() -> Env {
     let stores = Stores::default();
     let bridge = Arc::new(FakeBridge::new());
     let flows = Arc::new(FakeFlows::new());
-    let c = TcController::new(stores.clone(), bridge.clone(), flows.clone());
+    let links = Arc::new(FakeLinks::new());
+    let c = TcController::new(stores.clone(), bridge.clone(), flows.clone(), links.clone());
     Env {
         stores,
         bridge,
         flows,
+        links,
         c,
     }
 }
@@ -696,7 +700,12 @@ fn fix_restart_rebuilds_from_ovsdb_without_recreating_ports() {
     e.bridge.take_log();
     // A new controller (tether restarted) over the same OVSDB and stores.
     let flows = Arc::new(FakeFlows::new());
-    let c2 = TcController::new(e.stores.clone(), e.bridge.clone(), flows.clone());
+    let c2 = TcController::new(
+        e.stores.clone(),
+        e.bridge.clone(),
+        flows.clone(),
+        e.links.clone(),
+    );
     c2.restore_no_flood().unwrap();
     let t = e.ofport("t1");
     assert!(flows.no_flood.lock().unwrap().contains(&t));
@@ -788,4 +797,65 @@ fn openflow_error_fails_only_that_sync() {
     e.c.sync("tc1").unwrap();
     assert_eq!(e.marks("tc1").len(), 2);
     assert_eq!(e.c.status()[0].last_error, None);
+}
+
+/// A `device` target the host uses itself is refused before any port is created: a
+/// permanent error for that TC only, naming the TC and the device; another TC is
+/// unaffected, and what the TC had installed before goes.
+#[test]
+fn device_targets_the_host_uses_are_refused() {
+    use crate::netlink::{Addr, Links, Prefix, Route};
+    let (e, _, _) = env().with_pods();
+    // The VM's management NIC: an address and the default route.
+    let mgmt = e.links.add_link("ens3", [2, 0, 0, 0, 3, 3], 1500, true);
+    e.links
+        .add_addr(&Addr::new(mgmt, "192.0.2.10".parse().unwrap(), 24))
+        .unwrap();
+    let mut def = Route::new(Prefix::new("0.0.0.0".parse().unwrap(), 0), mgmt);
+    def.gateway = Some("192.0.2.1".parse().unwrap());
+    e.links.add_route(&def).unwrap();
+    // A capture NIC with no address: fine.
+    e.links.add_link("coll0", [2, 0, 0, 0, 3, 4], 1500, true);
+    e.stores
+        .traffic_controls
+        .apply(tc("good", spec(app_a(), "Both", "Mirror", device("coll0"))));
+    e.c.sync("good").unwrap();
+    e.bridge.take_log();
+    e.stores.traffic_controls.apply(tc(
+        "bad",
+        spec(app_a(), "Ingress", "Mirror", device("ens3")),
+    ));
+    let err = e.c.sync("bad").unwrap_err();
+    assert!(err.is_permanent());
+    assert_eq!(
+        err.to_string(),
+        "TrafficControl bad: refusing device ens3 as a target or return port: ens3 carries the host's addresses 192.0.2.10/24: capturing it would take them off the network"
+    );
+    assert!(
+        e.bridge.take_log().is_empty(),
+        "a port was created or deleted"
+    );
+    assert!(!e.bridge.names().contains("ens3"));
+    assert!(e.bridge.names().contains("coll0"));
+    // A return port counts too, and so do routes alone.
+    e.links
+        .del_addr(&Addr::new(mgmt, "192.0.2.10".parse().unwrap(), 24))
+        .unwrap();
+    let mut s = spec(app_a(), "Both", "Redirect", device("coll0"));
+    s["returnPort"] = device("ens3");
+    e.stores.traffic_controls.apply(tc("bad", s));
+    let err = e.c.sync("bad").unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "ens3 has routes through it (default via 192.0.2.1): the host sends traffic out of it"
+        ),
+        "{err}"
+    );
+    assert!(!e.bridge.names().contains("ens3"));
+    // A device that does not exist yet is attached when it appears, as before.
+    e.stores
+        .traffic_controls
+        .apply(tc("later", spec(app_a(), "Both", "Mirror", device("t9"))));
+    e.c.sync("later").unwrap();
+    assert!(e.bridge.names().contains("t9"));
 }
