@@ -106,7 +106,10 @@ pub fn run(cfg: &Config) -> Vec<Finding> {
         )),
     }
     check_ovs(cfg, &mut out);
-    check_source(cfg, &mut out);
+    let en = check_source(cfg, &mut out);
+    if let Some(en) = en {
+        check_external_node(cfg, &en, &mut out);
+    }
     check_state_socket(&cfg.state_socket, &mut out);
     out
 }
@@ -246,12 +249,10 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
     }
 }
 
-fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
+/// The source's checks; this node's ExternalNode when the source has one.
+fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNode> {
     let cc = match &cfg.source {
-        Source::Manifests(dir) => {
-            check_manifests(cfg, dir, out);
-            return;
-        }
+        Source::Manifests(dir) => return check_manifests(cfg, dir, out),
         Source::Kubeconfig(p) => k8s::kubeconfig::load_kubeconfig(p, None),
         Source::InCluster => k8s::kubeconfig::in_cluster(),
     };
@@ -264,7 +265,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
                 e.to_string(),
                 "pass --kubeconfig FILE (or --manifests DIR to run without a cluster)",
             ));
-            return;
+            return None;
         }
     };
     let http = k8s::HttpConfig {
@@ -285,7 +286,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
                 ),
             };
             out.push(bad(Level::Fail, "api credentials", detail, fix));
-            return;
+            return None;
         }
     };
     match client.get("/version", &[]) {
@@ -302,7 +303,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
                 format!("{}: {e}", client.server()),
                 "check the server address, the network path and the CA in the kubeconfig",
             ));
-            return;
+            return None;
         }
         // Any HTTP answer means reachable; /version may be closed to this user, and the
         // RBAC checks below say what matters.
@@ -325,6 +326,15 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) {
     ] {
         out.push(check_rbac(&client, &scope, kind));
     }
+    // This node's ExternalNode, listed as the daemon lists it (no `get` needed).
+    let (path, fs) = scope.scope(Kind::ExternalNode);
+    let q: Vec<(&str, String)> = fs.into_iter().map(|f| ("fieldSelector", f)).collect();
+    let body = client.get(&path, &q).ok()?;
+    k8s::watch::decode_list::<k8s::ExternalNode>(&body)
+        .ok()?
+        .items
+        .into_iter()
+        .next()
 }
 
 /// `list` and `watch` on one kind, in the scope the daemon uses; tried for real, so the
@@ -368,7 +378,7 @@ fn check_rbac(client: &k8s::Client, scope: &k8s::SourceConfig, kind: Kind) -> Fi
     }
 }
 
-fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) {
+fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) -> Option<k8s::ExternalNode> {
     if let Err(e) = std::fs::read_dir(dir) {
         out.push(bad(
             Level::Fail,
@@ -376,14 +386,14 @@ fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) {
             format!("{}: {e}", dir.display()),
             "create the directory or fix --manifests",
         ));
-        return;
+        return None;
     }
     let mcfg = k8s::ManifestsConfig::new(
         dir.to_path_buf(),
         &cfg.node_name,
         &cfg.external_node_namespace,
     );
-    let (objs, errors) = k8s::manifests::scan_once(&mcfg);
+    let (mut objs, errors) = k8s::manifests::scan_once(&mcfg);
     let counts: Vec<String> = objs
         .iter()
         .map(|(k, v)| format!("{}={}", k.plural(), v.len()))
@@ -401,6 +411,138 @@ fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) {
             "fix or remove the files named",
         ));
     }
+    objs.remove(&Kind::ExternalNode)
+        .unwrap_or_default()
+        .into_iter()
+        .next()
+        .and_then(|v| <k8s::ExternalNode as k8s::Resource>::decode(v).ok())
+}
+
+/// The verdict `tether run` would reach on this node's ExternalNode, without touching
+/// anything: a valid spec, the link holding its IPs, whether that link may be taken over
+/// (`verdict`), and whether each of its routes can be moved.
+fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Finding>) {
+    use crate::controller::externalnode::verdict::{self, OvsPort};
+    let key = format!("{}/{}", en.metadata.namespace, en.metadata.name);
+    let what = "externalnode";
+    let fix_ips = "make spec.interfaces[0].ips the addresses of the VM NIC to attach";
+    let spec = match &en.spec {
+        Ok(s) => s,
+        Err(e) => {
+            out.push(bad(Level::Fail, what, format!("{key}: {e}"), fix_ips));
+            return;
+        }
+    };
+    let Some(iface) = spec.interfaces.first() else {
+        out.push(bad(
+            Level::Fail,
+            what,
+            format!("{key}: no interface"),
+            fix_ips,
+        ));
+        return;
+    };
+    let links = match crate::netlink::Rtnl::connect() {
+        Ok(l) => l,
+        Err(e) => {
+            out.push(bad(
+                Level::Warn,
+                what,
+                format!("{key}: cannot read the host's links: {e}"),
+                "run tether check as root",
+            ));
+            return;
+        }
+    };
+    let link = match verdict::find_nic(&links, &iface.ips) {
+        Ok((l, _)) => l,
+        Err(e) => {
+            out.push(bad(Level::Fail, what, format!("{key}: {e}"), fix_ips));
+            return;
+        }
+    };
+    match ovs_role(cfg, &link.name) {
+        Some(role) if role == "host" => {
+            out.push(ok(
+                what,
+                format!("{key}: {} is attached (tether's host port)", link.name),
+            ));
+            return;
+        }
+        Some(role) => {
+            let r = verdict::refusal(&link, None, &cfg.bridge, OvsPort::Other(role));
+            out.push(bad(
+                Level::Fail,
+                what,
+                format!("{key}: {}", r.unwrap_or_default()),
+                fix_ips,
+            ));
+            return;
+        }
+        None => {}
+    }
+    let master = verdict::master_name(&links, &link);
+    if let Some(r) = verdict::refusal(&link, master.as_deref(), &cfg.bridge, OvsPort::None) {
+        out.push(bad(
+            Level::Fail,
+            what,
+            format!("{key}: tether run refuses to take it over: {r}"),
+            fix_ips,
+        ));
+        return;
+    }
+    match crate::netlink::capture(&links, link.index) {
+        Ok(c) if !c.unmovable().is_empty() => out.push(bad(
+            Level::Fail,
+            what,
+            format!(
+                "{key}: {} has routes tether cannot move exactly: {}",
+                link.name,
+                c.unmovable().join("; ")
+            ),
+            "replace them by plain routes (no nexthop object, encapsulation or source prefix), or remove them",
+        )),
+        Ok(c) => out.push(ok(
+            what,
+            format!(
+                "{key}: would take over {} ({}, {} addresses, {} routes)",
+                link.name,
+                link.kind.as_deref().unwrap_or("NIC"),
+                c.addrs.len(),
+                c.routes.len()
+            ),
+        )),
+        Err(e) => out.push(bad(
+            Level::Warn,
+            what,
+            format!("{key}: cannot read {}: {e}", link.name),
+            "run tether check as root",
+        )),
+    }
+}
+
+/// The `antrea-type` (or `foreign`) of the OVSDB interface called `name` on the bridge,
+/// when OVSDB answers and has one.
+fn ovs_role(cfg: &Config, name: &str) -> Option<String> {
+    let db = cfg.ovs_rundir.join("db.sock");
+    if !db.exists() {
+        return None;
+    }
+    let client = Client::start(Remote::Unix(db), ClientOptions::default());
+    client.wait_connected(Duration::from_secs(3)).ok()?;
+    let rows = client
+        .transact(&[Op::Select {
+            table: "Port".into(),
+            conditions: vec![Condition::name(name)],
+            columns: Some(vec!["external_ids".into()]),
+        }])
+        .ok()?;
+    let row = rows.into_iter().next()?.rows.into_iter().next()?;
+    let role = row
+        .get("external_ids")
+        .and_then(|d| d.to_str_map().get("antrea-type").cloned())
+        .unwrap_or_else(|| "foreign".to_string());
+    Some(role)
 }
 
 fn check_state_socket(path: &Path, out: &mut Vec<Finding>) {
