@@ -120,6 +120,29 @@ impl Bed {
         wait_for(within, &format!("Port {name}"), || self.port_uuid(name))
     }
 
+    /// `tether check` in the VM namespace with the daemon's config and source.
+    fn check(&self) -> String {
+        let dir = self.sb.dir().to_str().unwrap().to_string();
+        let o = self
+            .sb
+            .ns()
+            .command(&[
+                TETHER_BIN,
+                "check",
+                "--manifests",
+                self.manifests.to_str().unwrap(),
+                "--ovs-rundir",
+                &dir,
+                "--node-name",
+                "vm1",
+                "--state-socket",
+                &format!("{dir}/check.sock"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
     fn status(&self) -> Value {
         let o = std::process::Command::new(TETHER_BIN)
             .args([
@@ -381,7 +404,27 @@ fn externalnodes_on_loopback_or_the_bridge_touch_no_link() {
         );
         assert!(vm.ip(&["link", "show", "dev", "lo"]).contains("UP"));
         assert!(t.running());
+        // `tether check` reaches the same verdict, without touching anything either.
+        let mon = LinkMonitor::start(vm);
+        let report = bed.check();
+        let line = report
+            .lines()
+            .find(|l| l.starts_with("FAIL externalnode: default/vm1: "))
+            .unwrap_or_else(|| panic!("{ips}: no externalnode verdict in\n{report}"))
+            .to_string();
+        let reason = want.trim_start_matches("refusing to take over: ");
+        assert!(line.contains(reason), "{ips}: {line}");
+        assert!(mon.lines().is_empty(), "{ips}: check changed a link");
     }
+    // And the good case: the NIC it took over.
+    put(&bed.manifests, "en.yaml", EN_YAML);
+    t.wait_log("taking over nic=eth1", Duration::from_secs(10));
+    bed.wait_port("eth1~", Duration::from_secs(10));
+    let report = bed.check();
+    assert!(
+        report.contains("ok   externalnode: default/vm1: eth1 is attached (tether's host port)"),
+        "{report}"
+    );
 }
 
 /// A TrafficControl whose `device` target is a NIC the host uses (eth2: an address and a
