@@ -80,7 +80,7 @@ pub struct ParsedFile {
 /// Parse one manifests file. `Err` = the file as a whole is unreadable (syntax).
 pub fn parse_file(name: &str, text: &str) -> Result<ParsedFile, String> {
     let docs = if name.ends_with(".json") {
-        vec![serde_json::from_str::<Value>(text).map_err(|e| format!("{name}: {e}"))?]
+        vec![yaml::parse_json(text, yaml::LIMITS).map_err(|e| format!("{name}: {e}"))?]
     } else {
         yaml::parse_documents(text).map_err(|e| format!("{name}: {e}"))?
     };

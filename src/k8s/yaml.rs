@@ -12,7 +12,9 @@
 //!   [`Limits::max_depth`], which also bounds the recursion of everything that later walks
 //!   the value (serde, `Drop`).
 //!
-//! Every error names the line and column it was found at; callers prefix the file name.
+//! JSON files get the same bounds through [`parse_json`] (a serde seed that counts as it
+//! builds). Every error names the line and column it was found at; callers prefix the
+//! file name.
 
 use std::collections::HashMap;
 
@@ -27,19 +29,25 @@ pub struct Limits {
     /// Nested mappings and sequences, the document's own top level counting as 1.
     /// Kubernetes objects need about 10; 64 leaves room for anything real.
     pub max_depth: usize,
-    /// Nodes (scalars, mappings, sequences) in all documents of the stream, an alias
-    /// counting every node of what it refers to. 1,000,000 nodes are 50-90 MB of values;
-    /// a List of 5,000 Pods written as `kubectl get -o yaml` prints them fits.
+    /// Node units in all documents of the stream, an alias counting every unit of what it
+    /// refers to. A scalar or a sequence is 1 unit (about 40 bytes of `Value`), a mapping
+    /// [`MAPPING_UNITS`] (a map's first allocation is about 650 bytes). 2,000,000 units
+    /// are at most about 80 MB of values: 25,000 minimal Pods, or 2,500 Pods as
+    /// `kubectl get -o yaml` prints them, fit in one file.
     pub max_nodes: usize,
-    /// Of those, nodes that only aliases stand for (each is a copy). Real files alias a
-    /// few labels or a shared spec; 100,000 copies are at most ~9 MB.
+    /// Of those, units that only aliases stand for (each is a copy). Real files alias a
+    /// few labels or a shared spec; 100,000 units are at most about 4 MB.
     pub max_alias_nodes: usize,
 }
+
+/// What a mapping counts against [`Limits::max_nodes`], measured: 247,500 one-entry
+/// mappings held 178 MB, 999,000 integers 40 MB.
+pub const MAPPING_UNITS: usize = 16;
 
 /// The limits every caller uses (documented in the README's limits section).
 pub const LIMITS: Limits = Limits {
     max_depth: 64,
-    max_nodes: 1_000_000,
+    max_nodes: 2_000_000,
     max_alias_nodes: 100_000,
 };
 
@@ -64,6 +72,149 @@ pub fn parse_documents_with(text: &str, limits: Limits) -> Result<Vec<Value>, St
         }
         b.event(ev)
             .map_err(|e| format!("line {} column {}: {e}", mark.line(), mark.col() + 1))?;
+    }
+}
+
+/// Parse one JSON document within `limits`, as bounded as YAML: serde_json alone would
+/// build any number of values (a 64 MiB file of `{"a":1},` is millions of maps, gigabytes)
+/// and nests up to 128 deep. The same units, the same depth; errors name the line.
+pub fn parse_json(text: &str, limits: Limits) -> Result<Value, String> {
+    use serde::de::DeserializeSeed;
+    let budget = std::cell::Cell::new(limits.max_nodes);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = Bounded {
+        budget: &budget,
+        depth: limits.max_depth,
+        limits,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| json_error(&e))?;
+    de.end().map_err(|e| json_error(&e))?;
+    Ok(v)
+}
+
+fn json_error(e: &serde_json::Error) -> String {
+    // serde_json's message ends with " at line L column C"; lead with it as YAML does.
+    let msg = e.to_string();
+    let bare = msg
+        .rsplit_once(" at line ")
+        .map_or(msg.as_str(), |(m, _)| m)
+        .to_string();
+    format!("line {} column {}: {bare}", e.line(), e.column())
+}
+
+/// A `Value` seed that spends `budget` units per node and `depth` levels.
+#[derive(Clone, Copy)]
+struct Bounded<'a> {
+    budget: &'a std::cell::Cell<usize>,
+    depth: usize,
+    limits: Limits,
+}
+
+impl Bounded<'_> {
+    fn spend<E: serde::de::Error>(&self, units: usize) -> Result<(), E> {
+        match self.budget.get().checked_sub(units) {
+            Some(left) => {
+                self.budget.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(format!(
+                "more than {} node units (a mapping counts {MAPPING_UNITS}): refusing to build it",
+                self.limits.max_nodes
+            ))),
+        }
+    }
+
+    fn deeper<E: serde::de::Error>(&self) -> Result<Bounded<'_>, E> {
+        if self.depth == 0 {
+            return Err(E::custom(format!(
+                "nested more than {} levels deep",
+                self.limits.max_depth
+            )));
+        }
+        Ok(Bounded {
+            depth: self.depth - 1,
+            ..*self
+        })
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        self.spend(1)?;
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        self.spend(1)?;
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        self.spend(1)?;
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        self.spend(1)?;
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom(format!("{v} has no JSON form")))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        self.spend(1)?;
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+        self.spend(1)?;
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        self.spend(1)?;
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+        self.spend(1)?;
+        let inner = self.deeper()?;
+        let mut v = Vec::new();
+        while let Some(x) = a.next_element_seed(inner)? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+        self.spend(MAPPING_UNITS)?;
+        let inner = self.deeper()?;
+        let mut m = Map::new();
+        while let Some(k) = a.next_key::<String>()? {
+            self.spend(1)?;
+            let v = a.next_value_seed(inner)?;
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
     }
 }
 
@@ -112,7 +263,7 @@ impl Builder {
         self.nodes = self.nodes.saturating_add(n);
         if self.nodes > self.limits.max_nodes {
             return Err(format!(
-                "more than {} nodes (aliases count what they refer to): refusing to expand",
+                "more than {} node units (a mapping counts {MAPPING_UNITS}, aliases what they refer to): refusing to build it",
                 self.limits.max_nodes
             ));
         }
@@ -154,7 +305,7 @@ impl Builder {
             }
             Event::MappingStart(aid, _) => {
                 self.check_depth(1)?;
-                self.count(1)?;
+                self.count(MAPPING_UNITS)?;
                 let start = self.nodes;
                 self.stack
                     .push((Frame::Map(Map::new(), None, aid), start, 1));
@@ -164,7 +315,12 @@ impl Builder {
                 let Some((frame, start, depth)) = self.stack.pop() else {
                     return Err("unbalanced end of a collection".into());
                 };
-                let nodes = self.nodes - start + 1;
+                let own = if matches!(frame, Frame::Map(..)) {
+                    MAPPING_UNITS
+                } else {
+                    1
+                };
+                let nodes = self.nodes - start + own;
                 let (value, aid) = match frame {
                     Frame::Seq(v, aid) => (Value::Array(v), aid),
                     Frame::Map(m, None, aid) => (Value::Object(m), aid),

@@ -91,7 +91,7 @@ fn alias_bomb_is_refused_without_expanding() {
         e.contains("aliases expand to more than 100000 nodes: refusing to expand"),
         "{e}"
     );
-    // Level f (9 aliases of the 66,430 nodes of level e) is the first that cannot fit.
+    // Level e (9 aliases of the 7,381 units of level d: 66,429) is the last that fits.
     assert!(e.starts_with("line 6 column "), "{e}");
     // A bound on work, not a timing assert: far less than one expansion's worth.
     let _ = started;
@@ -117,19 +117,65 @@ fn alias_limit_and_node_limit_are_separate() {
 }
 
 #[test]
-fn node_limit_counts_plain_nodes_too() {
+fn node_limit_counts_plain_nodes_and_mappings() {
     let limits = Limits {
         max_depth: 64,
-        max_nodes: 10,
-        max_alias_nodes: 10,
+        max_nodes: 30,
+        max_alias_nodes: 30,
     };
-    // A mapping (1) + 4 keys + 4 values = 9 nodes.
+    // A mapping (16) + 4 keys + 4 values = 24 units.
     assert!(parse_documents_with("{a: 1, b: 2, c: 3, d: 4}", limits).is_ok());
-    let e = parse_documents_with("{a: 1, b: 2, c: 3, d: 4, e: 5}", limits).unwrap_err();
-    assert!(e.contains("more than 10 nodes"), "{e}");
+    let e = parse_documents_with("{a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7, h: 8}", limits)
+        .unwrap_err();
+    assert!(
+        e.contains("more than 30 node units (a mapping counts 16, aliases what they refer to)"),
+        "{e}"
+    );
+    // A sequence is 1 unit, so 29 scalars fit in one.
+    let seq = format!("[{}]", vec!["1"; 29].join(","));
+    assert!(parse_documents_with(&seq, limits).is_ok());
     // The limit is per stream, across documents.
-    let e = parse_documents_with("[1, 2, 3, 4]\n---\n[5, 6, 7, 8, 9]\n", limits).unwrap_err();
+    let e = parse_documents_with(&format!("{seq}\n---\n[5]\n"), limits).unwrap_err();
     assert!(e.starts_with("line 3 column "), "{e}");
+    // Small mappings are what costs memory: a sequence of 2,000 one-entry maps is
+    // 1 + 2,000 × 18 = 36,001 units.
+    let maps = format!("[{}]", vec!["{a: 1}"; 2000].join(","));
+    let limits = Limits {
+        max_nodes: 36_001,
+        ..LIMITS
+    };
+    assert!(parse_documents_with(&maps, limits).is_ok());
+    let limits = Limits {
+        max_nodes: 36_000,
+        ..LIMITS
+    };
+    assert!(parse_documents_with(&maps, limits).is_err());
+}
+
+/// JSON manifests get the same bounds: serde_json alone would build millions of maps from
+/// a few MB of `{"a":1},`, and nests 128 deep.
+#[test]
+fn json_is_bounded_the_same_way() {
+    assert_eq!(
+        parse_json(r#"{"a": [1, "x", true, null, 2.5], "b": {}}"#, LIMITS).unwrap(),
+        json!({"a": [1, "x", true, null, 2.5], "b": {}})
+    );
+    let limits = Limits {
+        max_nodes: 36_001,
+        ..LIMITS
+    };
+    let maps = format!("[{}]", vec![r#"{"a":1}"#; 2000].join(","));
+    assert!(parse_json(&maps, limits).is_ok());
+    let e = parse_json(&format!("[{}]", vec![r#"{"a":1}"#; 2001].join(",")), limits).unwrap_err();
+    assert!(e.starts_with("line 1 column "), "{e}");
+    assert!(e.contains("more than 36001 node units"), "{e}");
+    let ok = format!("{}{}", "[".repeat(64), "]".repeat(64));
+    assert!(parse_json(&ok, LIMITS).is_ok());
+    let e = parse_json(&format!("{}{}", "[".repeat(65), "]".repeat(65)), LIMITS).unwrap_err();
+    assert!(e.contains("nested more than 64 levels deep"), "{e}");
+    let e = parse_json("{\n\"a\": [1,\n}", LIMITS).unwrap_err();
+    assert!(e.starts_with("line 3 column 1: "), "{e}");
+    assert!(parse_json("{} x", LIMITS).is_err(), "trailing characters");
 }
 
 fn nested_block(depth: usize) -> String {
