@@ -157,7 +157,7 @@ fn manifests_directory_is_a_source() {
     assert!(stores.traffic_controls.get("mirror-web").is_some());
     let mut errs = String::new();
     let deadline = std::time::Instant::now() + LIMIT;
-    while !(errs.contains("tcs.json: EOF while parsing")
+    while !(errs.contains("tcs.json: line 1 column 9: EOF while parsing")
         && errs.contains("more.yaml document 1: unsupported apiVersion/kind"))
     {
         assert!(
