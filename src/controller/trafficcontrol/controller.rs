@@ -40,7 +40,17 @@ pub enum SyncError {
     },
     /// The kernel could not be asked about a `device` target (retried).
     Link(LinkError),
+    /// An `ovsInternal` port's netdev could not be brought up (retried).
+    Up {
+        port: String,
+        error: LinkError,
+    },
 }
+
+/// How often and how long an `ovsInternal` port's netdev is waited for (Antrea: every 1 s
+/// for up to 5 s).
+pub const OVS_INTERNAL_UP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+pub const OVS_INTERNAL_UP_TRIES: u32 = 5;
 
 impl SyncError {
     /// Only a new version of the object can fix it: retrying the same spec cannot.
@@ -67,6 +77,10 @@ impl std::fmt::Display for SyncError {
                 "TrafficControl {tc}: refusing device {device} as a target or return port: {reason}"
             ),
             SyncError::Link(e) => write!(f, "checking a device target: {e}"),
+            SyncError::Up { port, error } => write!(
+                f,
+                "port {port}: cannot bring its netdev up (nothing sent to it would reach a capture): {error}"
+            ),
         }
     }
 }
@@ -354,7 +368,42 @@ impl TcController {
         self.flows
             .set_no_flood(ofport, true)
             .map_err(SyncError::Flows)?;
+        if matches!(p, TcPort::OvsInternal { .. }) {
+            self.bring_up(&name)?;
+        }
         Ok((name, ofport))
+    }
+
+    /// An `ovsInternal` port's netdev must be up, or nothing sent to it reaches a capture
+    /// tool on it (ovs-vswitchd creates it down, and again after every restart). Checked at
+    /// every sync, so a port found at start or re-created by a restarted switch comes up
+    /// too. As Antrea (`controller.go`): retried every 1 s for up to 5 s while the netdev
+    /// is not there yet.
+    fn bring_up(&self, name: &str) -> Result<(), SyncError> {
+        let mut tries = 0;
+        loop {
+            let r = match self.links.link_by_name(name) {
+                Ok(l) if l.is_up() => return Ok(()),
+                Ok(l) => self.links.set_up(l.index),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(()) => {
+                    log::info!("tc port={name} brought up");
+                    return Ok(());
+                }
+                Err(e) if e.is_not_found() && tries < OVS_INTERNAL_UP_TRIES => {
+                    tries += 1;
+                    self.links.pause(OVS_INTERNAL_UP_RETRY);
+                }
+                Err(error) => {
+                    return Err(SyncError::Up {
+                        port: name.to_string(),
+                        error,
+                    });
+                }
+            }
+        }
     }
 
     /// Names of the ports some valid TC in the store wants.

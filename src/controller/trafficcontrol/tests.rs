@@ -859,3 +859,56 @@ fn device_targets_the_host_uses_are_refused() {
     e.c.sync("later").unwrap();
     assert!(e.bridge.names().contains("t9"));
 }
+
+/// An `ovsInternal` target comes up when created and whenever a sync finds it down (a
+/// restarted ovs-vswitchd re-creates it down); one that never appears is retried every
+/// 1 s for 5 s, then reported on the TC (Antrea `controller.go`).
+#[test]
+fn ovs_internal_targets_are_brought_up() {
+    use crate::netlink::{Call, Links};
+    use std::time::Duration;
+    let (e, _, _) = env().with_pods();
+    let tap = e.links.add_link("tap0", [2, 0, 0, 0, 7, 1], 1500, false);
+    e.links.clear_calls();
+    let internal = json!({"ovsInternal": {"name": "tap0"}});
+    e.stores
+        .traffic_controls
+        .apply(tc("tc1", spec(app_a(), "Both", "Mirror", internal)));
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.links.calls(), vec![Call::SetUp(tap)]);
+    assert!(e.links.link_by_index(tap).unwrap().is_up());
+    // Up already: nothing to do.
+    e.links.clear_calls();
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.links.calls(), vec![]);
+    // Found down again (the switch restarted): brought up again.
+    e.links.set_down(tap).unwrap();
+    e.links.clear_calls();
+    e.c.sync("tc1").unwrap();
+    assert_eq!(e.links.calls(), vec![Call::SetUp(tap)]);
+    // A netdev that never appears: 5 waits of 1 s, then an error on the TC.
+    let missing = json!({"ovsInternal": {"name": "tap9"}});
+    e.stores
+        .traffic_controls
+        .apply(tc("tc2", spec(app_a(), "Both", "Mirror", missing)));
+    e.links.clear_calls();
+    let err = e.c.sync("tc2").unwrap_err();
+    assert!(!err.is_permanent());
+    assert_eq!(
+        e.links.calls(),
+        vec![Call::Pause(Duration::from_secs(1)); 5]
+    );
+    assert!(
+        err.to_string()
+            .starts_with("port tap9: cannot bring its netdev up"),
+        "{err}"
+    );
+    let st = e.c.status();
+    let row = st.iter().find(|s| s.name == "tc2").unwrap();
+    assert!(
+        row.last_error
+            .as_deref()
+            .unwrap()
+            .contains("cannot bring its netdev up")
+    );
+}
