@@ -336,6 +336,13 @@ impl OvsBridge for MemBridge {
     ) -> Result<(), OvsdbError> {
         Ok(())
     }
+    fn set_interface_options(
+        &self,
+        _: &str,
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        Ok(())
+    }
     fn bridge_external_id(&self, _: &str) -> Result<Option<String>, OvsdbError> {
         Ok(None)
     }

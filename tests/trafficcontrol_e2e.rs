@@ -626,3 +626,72 @@ fn redirect_through_ovs_internal_ports_and_a_middlebox() {
         "requests and replies went through the middlebox"
     );
 }
+
+/// ERSPAN options mean what the CRD says: ovs-vswitchd parses `erspan_idx` and
+/// `erspan_hwid` as hex, and `ovs-appctl dpif/show` prints what it parsed. For hardwareID
+/// 0, 9, 10, 63 and index 0, 15, 0xFFFFF the switch holds the CRD's value (before, the
+/// hardware ID was written in decimal: 10 became 0x10 = 16, 63 was refused).
+#[test]
+fn erspan_values_reach_ovs_as_the_crd_says() {
+    if !privileged("erspan_values_reach_ovs_as_the_crd_says") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let _t = start(&bed, "tether.log");
+    // One remote IP each: two ERSPAN ports to one remote with one key would clash.
+    let cases: Vec<(String, String, &str, u32)> = [
+        ("hw0", 2, "hardwareID: 0", "erspan_hwid", 0u32),
+        ("hw9", 2, "hardwareID: 9", "erspan_hwid", 9),
+        ("hw10", 2, "hardwareID: 10", "erspan_hwid", 10),
+        ("hw63", 2, "hardwareID: 63", "erspan_hwid", 63),
+        ("ix0", 1, "index: 0", "erspan_idx", 0),
+        ("ix15", 1, "index: 15", "erspan_idx", 15),
+        ("ixmax", 1, "index: 1048575", "erspan_idx", 0xF_FFFF),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (name, ver, field, key, want))| {
+        let dir = if *ver == 2 { ", dir: 1" } else { "" };
+        (
+            name.to_string(),
+            format!(
+                "erspan: {{remoteIP: 198.51.100.{}, sessionID: 3, version: {ver}{dir}, {field}}}",
+                i + 20
+            ),
+            *key,
+            *want,
+        )
+    })
+    .collect();
+    let mut all = String::new();
+    for (name, target, _, _) in &cases {
+        all.push_str(&tc_yaml(name, "Egress", "Mirror", target, None));
+        all.push_str("---\n");
+    }
+    bed.write("tcs.yaml", &all);
+    common::wait_for(Duration::from_secs(15), "seven ERSPAN ports", || {
+        (port_names(&bed)
+            .iter()
+            .filter(|p| p.starts_with("erspan-"))
+            .count()
+            == 7)
+            .then_some(())
+    });
+    let show = common::wait_for(Duration::from_secs(10), "dpif/show with every port", || {
+        let s = bed.sb.appctl(&["dpif/show"]);
+        (s.matches("erspan").count() >= 7).then_some(s)
+    });
+    for (i, (name, _, key, want)) in cases.iter().enumerate() {
+        let remote = format!("remote_ip=198.51.100.{}", i + 20);
+        let line = show
+            .lines()
+            .find(|l| l.contains(&remote))
+            .unwrap_or_else(|| panic!("{name}: no port to {remote} in\n{show}"));
+        let value = line
+            .split([',', ' ', '(', ')'])
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{name}: no {key} in {line}"));
+        let parsed = u32::from_str_radix(value.trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(parsed, *want, "{name}: {line}");
+    }
+}

@@ -22,6 +22,13 @@ pub trait OvsBridge: Send + Sync {
         port: &str,
         ids: &BTreeMap<String, String>,
     ) -> Result<(), OvsdbError>;
+    /// Replace an Interface's options (ovs-vswitchd reconfigures the netdev in place: the
+    /// port keeps its ofport).
+    fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError>;
     /// One of the Bridge row's external_ids, read fresh (e.g. a recorded takeover step).
     fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError>;
     /// Set (`Some`) or remove (`None`) one of the Bridge row's external_ids.
@@ -84,6 +91,14 @@ impl OvsBridge for LiveBridge {
         self.bridge.set_port_external_ids(port, ids)
     }
 
+    fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        self.bridge.set_interface_options(name, options)
+    }
+
     fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
         self.bridge.external_id(key)
     }
@@ -116,6 +131,14 @@ impl OvsBridge for ovsdb::Bridge {
         ids: &BTreeMap<String, String>,
     ) -> Result<(), OvsdbError> {
         ovsdb::Bridge::set_port_external_ids(self, port, ids)
+    }
+
+    fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        ovsdb::Bridge::set_interface_options(self, name, options)
     }
 
     fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {

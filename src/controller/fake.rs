@@ -103,6 +103,11 @@ impl OvsBridge for FakeBridge {
             PortKind::Other(t) => t.clone(),
         };
         lock(&self.log).push(format!("create {} {kind}", spec.name));
+        let (if_type, options) = match &spec.kind {
+            PortKind::Tunnel { kind, options } => (kind.clone(), options.clone()),
+            PortKind::Internal { .. } => ("internal".to_string(), BTreeMap::new()),
+            _ => (String::new(), BTreeMap::new()),
+        };
         let mut n = lock(&self.next);
         *n += 1;
         let refused = lock(&self.refuse).get(&spec.name).cloned();
@@ -113,10 +118,10 @@ impl OvsBridge for FakeBridge {
             external_ids: spec.external_ids.clone(),
             if_uuid: None,
             if_name: spec.name.clone(),
-            if_type: String::new(),
+            if_type,
             ofport: if refused.is_some() { -1 } else { i64::from(*n) },
             error: refused,
-            options: BTreeMap::new(),
+            options,
             mac: None,
             mac_in_use: None,
         });
@@ -164,6 +169,24 @@ impl OvsBridge for FakeBridge {
             })?;
         p.external_ids = ids.clone();
         lock(&self.log).push(format!("set_external_ids {port}"));
+        Ok(())
+    }
+
+    fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        lock(&self.log).push(format!("options {name} {options:?}"));
+        let mut ports = lock(&self.ports);
+        let p = ports
+            .iter_mut()
+            .find(|p| p.if_name == name)
+            .ok_or_else(|| OvsdbError::NotFound {
+                table: "Interface".into(),
+                name: name.into(),
+            })?;
+        p.options = options.clone();
         Ok(())
     }
 

@@ -465,15 +465,11 @@ fn validate_port(w: &TcPortWire, path: &str, allow_erspan: bool, e: &mut Errors)
                 return None;
             }
         };
-        let i32_range = (i64::from(i32::MIN), i64::from(i32::MAX));
-        let index = int(t.index, format!("{p}.index"), i32_range.0, i32_range.1, e);
-        let hwid = int(
-            t.hardware_id,
-            format!("{p}.hardwareID"),
-            i32_range.0,
-            i32_range.1,
-            e,
-        );
+        // The ranges OVS accepts (the CRD bounds neither): the ERSPAN v1 index is 20 bits,
+        // the v2 hardware ID 6 bits (RFC draft-foschiano-erspan-03 §4.1/§4.2, OVS's
+        // `netdev_vport` parses both as hex and refuses wider values).
+        let index = int(t.index, format!("{p}.index"), 0, 0xF_FFFF, e);
+        let hwid = int(t.hardware_id, format!("{p}.hardwareID"), 0, 0x3F, e);
         return Some(TcPort::Erspan(ErspanTunnel {
             remote_ip: ip?,
             session_id: session.ok()?.and_then(|v| u16::try_from(v).ok()),

@@ -492,6 +492,26 @@ impl Bridge {
         Ok(())
     }
 
+    /// Replace an Interface's options.
+    pub fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        let r = self.client.transact(&[Op::Update {
+            table: "Interface".into(),
+            conditions: vec![Condition::name(name)],
+            row: Row::from([("options".into(), Datum::str_map(options))]),
+        }])?;
+        if r.first().and_then(|r| r.count) == Some(0) {
+            return Err(OvsdbError::NotFound {
+                table: "Interface".into(),
+                name: name.into(),
+            });
+        }
+        Ok(())
+    }
+
     /// A Port's external_ids, read fresh from the server.
     pub fn port_external_ids(&self, port: &str) -> Result<BTreeMap<String, String>, OvsdbError> {
         let r = self.client.transact(&[Op::Select {

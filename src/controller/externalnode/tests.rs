@@ -101,6 +101,14 @@ impl OvsBridge for Sim {
         self.bridge.set_port_external_ids(port, ids)
     }
 
+    fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        self.bridge.set_interface_options(name, options)
+    }
+
     fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
         self.bridge.bridge_external_id(key)
     }

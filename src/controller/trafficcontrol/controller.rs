@@ -8,14 +8,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::device;
-use super::ports::{port_name, port_spec};
+use super::ports::{port_name, port_spec, tunnel_identity};
 use super::select;
 use crate::controller::bridge::OvsBridge;
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::k8s::{Action, Direction, Stores, TcPort, TrafficControl, ValidationError};
 use crate::netlink::{LinkError, Links};
 use crate::openflow::{Category, Flows, OfError, Owner};
-use crate::ovsdb::OvsdbError;
+use crate::ovsdb::{OvsdbError, PortKind};
 use crate::pipeline::{self, TcAction, TcDirection};
 
 /// Why a TrafficControl could not be synced; the message names the port or field.
@@ -45,6 +45,14 @@ pub enum SyncError {
         port: String,
         error: LinkError,
     },
+    /// The tunnel port would be the same tunnel to ovs-vswitchd as an existing port
+    /// (`tunnel_identity`), which refuses the second ("File exists").
+    TunnelClash {
+        port: String,
+        other: String,
+        other_tcs: Vec<String>,
+        identity: String,
+    },
 }
 
 /// How often and how long an `ovsInternal` port's netdev is waited for (Antrea: every 1 s
@@ -57,7 +65,7 @@ impl SyncError {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            SyncError::Invalid(_) | SyncError::DeviceRefused { .. }
+            SyncError::Invalid(_) | SyncError::DeviceRefused { .. } | SyncError::TunnelClash { .. }
         )
     }
 }
@@ -77,6 +85,20 @@ impl std::fmt::Display for SyncError {
                 "TrafficControl {tc}: refusing device {device} as a target or return port: {reason}"
             ),
             SyncError::Link(e) => write!(f, "checking a device target: {e}"),
+            SyncError::TunnelClash {
+                port,
+                other,
+                other_tcs,
+                identity,
+            } => write!(
+                f,
+                "port {port} would be the same tunnel ({identity}) as port {other}{}, and ovs-vswitchd allows only one: change the remote IP, key or port of one of them",
+                if other_tcs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" of TrafficControl {}", other_tcs.join(", "))
+                }
+            ),
             SyncError::Up { port, error } => write!(
                 f,
                 "port {port}: cannot bring its netdev up (nothing sent to it would reach a capture): {error}"
@@ -105,6 +127,9 @@ struct State {
     /// Flow owners: TC names and return-port names (`port:<name>`) → object id.
     owners: HashMap<String, u32>,
     next_object: u32,
+    /// TCs refused for a tunnel that would clash with another's: re-checked whenever any
+    /// TC changes (the other one may have gone).
+    clashing: BTreeSet<String>,
 }
 
 impl State {
@@ -194,6 +219,14 @@ impl TcController {
                 Ok(()) => self.sync_valid(tc),
             },
         };
+        {
+            let mut st = lock(&self.state);
+            if matches!(result, Err(SyncError::TunnelClash { .. })) {
+                st.clashing.insert(name.to_string());
+            } else {
+                st.clashing.remove(name);
+            }
+        }
         if let Err(e) = &result {
             let mut st = lock(&self.state);
             let s = st.tcs.entry(name.to_string()).or_insert_with(|| TcStatus {
@@ -352,6 +385,7 @@ impl TcController {
             port: name.clone(),
             error,
         };
+        let spec = port_spec(p);
         match ifs.get(&name) {
             Some(i) if i.role != Role::TrafficControl => {
                 return Err(SyncError::PortConflict {
@@ -359,9 +393,36 @@ impl TcController {
                     role: i.role.describe(),
                 });
             }
-            Some(_) => {}
+            Some(i) => {
+                // Same name, other options: written by an older tether (the ERSPAN
+                // hardware ID was decimal). Fixed in place, the ofport stays.
+                if let PortKind::Tunnel { options, .. } = &spec.kind {
+                    if i.port.options != *options {
+                        log::info!("tc port={name} options {:?} -> {options:?}", i.port.options);
+                        self.bridge
+                            .set_interface_options(&name, options)
+                            .map_err(perr)?;
+                    }
+                }
+            }
             None => {
-                self.bridge.create_port(&port_spec(p)).map_err(perr)?;
+                if let PortKind::Tunnel { kind, options } = &spec.kind {
+                    let identity = tunnel_identity(kind, options);
+                    let clash = ifs.iter().find(|i| {
+                        i.port.name != name
+                            && identity.is_some()
+                            && tunnel_identity(&i.port.if_type, &i.port.options) == identity
+                    });
+                    if let Some(other) = clash {
+                        return Err(SyncError::TunnelClash {
+                            port: name.clone(),
+                            other: other.port.name.clone(),
+                            other_tcs: self.tcs_using(&other.port.name),
+                            identity: identity.unwrap_or_default(),
+                        });
+                    }
+                }
+                self.bridge.create_port(&spec).map_err(perr)?;
             }
         }
         let ofport = self.bridge.ofport(&name).map_err(perr)?;
@@ -404,6 +465,25 @@ impl TcController {
                 }
             }
         }
+    }
+
+    /// The TCs in the store whose target or return port is `port`.
+    fn tcs_using(&self, port: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .stores
+            .traffic_controls
+            .list()
+            .iter()
+            .filter(|tc| {
+                tc.spec.as_ref().is_ok_and(|s| {
+                    port_name(&s.target_port) == port
+                        || s.return_port.as_ref().is_some_and(|r| port_name(r) == port)
+                })
+            })
+            .map(|tc| tc.metadata.name.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     /// Names of the ports some valid TC in the store wants.
@@ -542,7 +622,8 @@ impl TcController {
         old: Option<&TrafficControl>,
         new: Option<&TrafficControl>,
     ) -> BTreeSet<String> {
-        let mut keys = BTreeSet::new();
+        // A TC refused for a tunnel clash may be fine once another TC changed or went.
+        let mut keys = lock(&self.state).clashing.clone();
         for tc in old.iter().chain(new.iter()) {
             keys.insert(tc.metadata.name.clone());
             let Ok(spec) = &tc.spec else { continue };

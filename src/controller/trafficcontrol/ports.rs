@@ -93,6 +93,26 @@ fn udp_options(t: &UdpTunnel) -> BTreeMap<String, String> {
     o
 }
 
+/// What makes two tunnel ports the same to ovs-vswitchd, which refuses the second with
+/// "File exists" (`ofproto/tunnel.c`, `tnl_port_add__`: the datapath port of the type and
+/// UDP port, the key, the remote IP): (type, dst_port, key, remote_ip), unset ones as
+/// OVS's defaults. None for a port that is not a tunnel.
+pub fn tunnel_identity(if_type: &str, options: &BTreeMap<String, String>) -> Option<String> {
+    let default_port = match if_type {
+        "vxlan" => "4789",
+        "geneve" => "6081",
+        "gre" | "erspan" => "-",
+        _ => return None,
+    };
+    let get = |k: &str, d: &str| options.get(k).cloned().unwrap_or_else(|| d.to_string());
+    Some(format!(
+        "{if_type} dst_port={} key={} remote_ip={}",
+        get("dst_port", default_port),
+        get("key", "0"),
+        get("remote_ip", "")
+    ))
+}
+
 fn erspan_options(e: &ErspanTunnel) -> BTreeMap<String, String> {
     let mut o = BTreeMap::from([
         ("remote_ip".to_string(), e.remote_ip.to_string()),
@@ -115,8 +135,10 @@ fn erspan_options(e: &ErspanTunnel) -> BTreeMap<String, String> {
             if let Some(d) = e.dir {
                 o.insert("erspan_dir".into(), d.to_string());
             }
+            // Hex too: OVS parses erspan_hwid with strtol(…, 16) like the index, so
+            // Antrea's decimal made hardwareID 10 into 0x10 = 16 (and refused 40).
             if let Some(h) = e.hardware_id {
-                o.insert("erspan_hwid".into(), h.to_string());
+                o.insert("erspan_hwid".into(), format!("{h:x}"));
             }
         }
     }

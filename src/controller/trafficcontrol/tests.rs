@@ -912,3 +912,78 @@ fn ovs_internal_targets_are_brought_up() {
             .contains("cannot bring its netdev up")
     );
 }
+
+/// Antrea's two ERSPAN doc examples: the same remote IP and session ID (v1 and v2). OVS
+/// holds only one such tunnel ("File exists"), so the later TC gets a permanent error
+/// naming the earlier one, whose port is untouched; when the earlier TC goes, the later
+/// one is re-checked and gets its port.
+#[test]
+fn clashing_tunnels_refuse_the_later_tc() {
+    let (e, _, _) = env().with_pods();
+    let v1 = json!({"erspan": {"remoteIP": "10.0.10.2", "sessionID": 1, "version": 1, "index": 1}});
+    let v2 = json!({"erspan": {"remoteIP": "10.0.10.2", "sessionID": 1, "version": 2, "dir": 0, "hardwareID": 4}});
+    e.stores
+        .traffic_controls
+        .apply(tc("mirror-v1", spec(app_a(), "Both", "Mirror", v1)));
+    e.c.sync("mirror-v1").unwrap();
+    let first = e.bridge.names();
+    e.stores
+        .traffic_controls
+        .apply(tc("mirror-v2", spec(app_a(), "Both", "Mirror", v2)));
+    let err = e.c.sync("mirror-v2").unwrap_err();
+    let s = err.to_string();
+    assert!(err.is_permanent(), "{s}");
+    assert!(
+        s.contains("would be the same tunnel (erspan dst_port=- key=1 remote_ip=10.0.10.2) as port erspan-")
+            && s.ends_with("of TrafficControl mirror-v1, and ovs-vswitchd allows only one: change the remote IP, key or port of one of them"),
+        "{s}"
+    );
+    assert_eq!(e.bridge.names(), first, "no port created");
+    // The earlier TC going makes the later one worth another try.
+    let gone = e.stores.traffic_controls.get("mirror-v1").unwrap();
+    assert!(e.c.keys_for_tc(Some(&gone), None).contains("mirror-v2"));
+    e.stores.traffic_controls.delete("mirror-v1");
+    e.c.sync("mirror-v1").unwrap();
+    e.c.sync("mirror-v2").unwrap();
+    assert_eq!(e.bridge.names().len(), first.len());
+}
+
+/// A tunnel port whose options differ from what its TC implies (written by an older tether:
+/// the ERSPAN hardware ID was decimal) is fixed in place, keeping its ofport.
+#[test]
+fn tunnel_options_are_fixed_in_place() {
+    let (e, _, _) = env().with_pods();
+    let v2 = json!({"erspan": {"remoteIP": "10.0.10.2", "sessionID": 1, "version": 2, "hardwareID": 10}});
+    e.stores
+        .traffic_controls
+        .apply(tc("m", spec(app_a(), "Both", "Mirror", v2)));
+    e.c.sync("m").unwrap();
+    let port = e
+        .bridge
+        .names()
+        .into_iter()
+        .find(|n| n.starts_with("erspan-"))
+        .unwrap();
+    let of = e.ofport(&port);
+    let mut old = e.bridge.port(&port).unwrap().options;
+    assert_eq!(old.get("erspan_hwid").map(String::as_str), Some("a"));
+    old.insert("erspan_hwid".into(), "10".into());
+    e.bridge.set_interface_options(&port, &old).unwrap();
+    e.bridge.take_log();
+    e.c.sync("m").unwrap();
+    assert_eq!(
+        e.bridge.take_log().len(),
+        1,
+        "one options update, no re-create"
+    );
+    assert_eq!(
+        e.bridge
+            .port(&port)
+            .unwrap()
+            .options
+            .get("erspan_hwid")
+            .map(String::as_str),
+        Some("a")
+    );
+    assert_eq!(e.ofport(&port), of);
+}

@@ -131,6 +131,25 @@ fn range_and_enum_errors_name_the_field() {
         )),
         "spec.targetPort.erspan.dir: 2 is not one of 0, 1"
     );
+    // The ranges ovs-vswitchd accepts; the CRD bounds neither.
+    for (field, v, range) in [
+        ("index", -1i64, "0..1048575"),
+        ("index", 0x10_0000, "0..1048575"),
+        ("hardwareID", 64, "0..63"),
+        ("hardwareID", -1, "0..63"),
+    ] {
+        let mut port = json!({"erspan": {"remoteIP": "192.0.2.1", "version": 2}});
+        port["erspan"][field] = json!(v);
+        assert_eq!(
+            err(base(port)),
+            format!("spec.targetPort.erspan.{field}: {v} out of range {range}")
+        );
+    }
+    for (field, v) in [("index", 0xF_FFFF), ("hardwareID", 0x3F), ("index", 0)] {
+        let mut port = json!({"erspan": {"remoteIP": "192.0.2.1", "version": 1}});
+        port["erspan"][field] = json!(v);
+        assert!(tc(base(port)).spec.is_ok(), "{field}={v}");
+    }
     assert_eq!(
         err(base(json!({"vxlan": {"remoteIP": "192.0.2.300"}}))),
         "spec.targetPort.vxlan.remoteIP: \"192.0.2.300\" is not an IPv4 or IPv6 address"
