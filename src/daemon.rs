@@ -399,6 +399,11 @@ pub fn run(
                     log::warn!("externalnode replay failed: {e}");
                     queue.add(Key::En);
                 }
+                // A switch restarted with flow-restore-wait waits for its flows, which the
+                // replay just put back; before the first full sync they are not all in yet.
+                if ready.is_none() {
+                    clear_flow_restore_wait(&client);
+                }
                 queue.add(Key::L2);
                 for k in stores.traffic_controls.keys() {
                     queue.add(Key::Tc(k));
@@ -430,6 +435,7 @@ pub fn run(
                                 }
                             }
                             first_full_sync(&tc, of.as_ref(), bridge.as_ref(), prev_round, round);
+                            clear_flow_restore_wait(&client);
                             if let Some(r) = ready.take() {
                                 probe.ready.store(true, std::sync::atomic::Ordering::SeqCst);
                                 notify_ready(&probe);
@@ -469,6 +475,18 @@ fn notify_ready(probe: &Probe) {
         s.external_node.step
     );
     notify::notify_or_log(&[("READY", "1"), ("STATUS", &line)]);
+}
+
+/// Let ovs-vswitchd forward: clear `flow-restore-wait` once every flow is in (the first
+/// full sync, and the replay after a reconnect), never before.
+fn clear_flow_restore_wait(client: &Client) {
+    match ovsdb::bridge::clear_flow_restore_wait(client) {
+        Ok(true) => {
+            log::info!("cleared Open_vSwitch other_config:flow-restore-wait: the flows are in")
+        }
+        Ok(false) => {}
+        Err(e) => log::warn!("clearing other_config:flow-restore-wait failed: {e}"),
+    }
 }
 
 fn first_full_sync(

@@ -695,3 +695,70 @@ fn erspan_values_reach_ovs_as_the_crd_says() {
         assert_eq!(parsed, *want, "{name}: {line}");
     }
 }
+
+fn flow_restore_wait(bed: &Bed) -> bool {
+    bed.sb
+        .vsctl(&["get", "Open_vSwitch", ".", "other_config"])
+        .contains("flow-restore-wait")
+}
+
+/// Antrea's containerised OVS starts with `other_config:flow-restore-wait=true`: the
+/// switch does not forward until its controller clears it. tether clears it after its
+/// first full sync (not before: with the manifests directory not there yet, it stays set
+/// while tether is connected), and again after the replay that follows a restart of the
+/// switch made with the key set. Before this change it was never cleared.
+#[test]
+fn flow_restore_wait_is_cleared_once_the_flows_are_in() {
+    if !privileged("flow_restore_wait_is_cleared_once_the_flows_are_in") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let restart_waiting = || {
+        bed.sb.vsctl(&[
+            "set",
+            "Open_vSwitch",
+            ".",
+            "other_config:flow-restore-wait=true",
+        ]);
+        bed.sb.kill9("ovs-vswitchd");
+        bed.sb.start_vswitchd();
+    };
+    restart_waiting();
+    assert_eq!(
+        bed.ping(0, 1, 2),
+        0,
+        "the switch forwards nothing while it waits"
+    );
+    // The source is not readable yet: connected, but no first full sync.
+    let away = bed.manifests.with_extension("later");
+    std::fs::rename(&bed.manifests, &away).unwrap();
+    let t = start(&bed, "tether.log");
+    t.wait_log("cannot list the directory", Duration::from_secs(15));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        flow_restore_wait(&bed),
+        "cleared before the first full sync"
+    );
+    std::fs::rename(&away, &bed.manifests).unwrap();
+    t.wait_log(
+        "cleared Open_vSwitch other_config:flow-restore-wait",
+        Duration::from_secs(15),
+    );
+    assert!(!flow_restore_wait(&bed));
+    // ovs-vswitchd starts forwarding a moment after it sees the key go (measured ~1 s).
+    common::wait_for(Duration::from_secs(10), "forwarding", || {
+        (bed.ping(0, 1, 1) == 1).then_some(())
+    });
+    assert_eq!(bed.ping(0, 1, 3), 3);
+    // The switch restarted the way Antrea's container does: cleared again after the replay.
+    restart_waiting();
+    common::wait_for(
+        Duration::from_secs(20),
+        "flow-restore-wait cleared again",
+        || (!flow_restore_wait(&bed)).then_some(()),
+    );
+    common::wait_for(Duration::from_secs(10), "forwarding again", || {
+        (bed.ping(0, 1, 1) == 1).then_some(())
+    });
+    assert_eq!(bed.ping(0, 1, 3), 3);
+}

@@ -163,6 +163,37 @@ pub fn ofport_ops(ifname: &str, timeout: Duration) -> Vec<Op> {
     ]
 }
 
+/// The `Open_vSwitch.other_config` key with which ovs-vswitchd starts without forwarding
+/// until its controller has put its flows back (Antrea's containerised OVS starts with it
+/// set, and Antrea's agent clears it once its flows are in).
+pub const FLOW_RESTORE_WAIT: &str = "flow-restore-wait";
+
+/// Remove [`FLOW_RESTORE_WAIT`] from `Open_vSwitch.other_config`; Ok(true) when it was set.
+pub fn clear_flow_restore_wait(client: &Client) -> Result<bool, OvsdbError> {
+    let r = client.transact(&[Op::Select {
+        table: "Open_vSwitch".into(),
+        conditions: Vec::new(),
+        columns: Some(vec!["other_config".into()]),
+    }])?;
+    let set = r
+        .first()
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.get("other_config"))
+        .is_some_and(|d| d.to_str_map().contains_key(FLOW_RESTORE_WAIT));
+    if !set {
+        return Ok(false);
+    }
+    client.transact(&[Op::Mutate {
+        table: "Open_vSwitch".into(),
+        conditions: Vec::new(),
+        mutations: vec![Mutation::delete(
+            "other_config",
+            Datum::set(vec![Atom::str(FLOW_RESTORE_WAIT)]),
+        )],
+    }])?;
+    Ok(true)
+}
+
 /// Set one key of a map column, leaving the others (delete the key, then insert it: RFC 7047
 /// map `insert` never overwrites).
 pub fn set_map_key_op(table: &str, row: &Uuid, column: &str, key: &str, value: &str) -> Op {
