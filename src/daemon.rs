@@ -23,7 +23,7 @@ use crossbeam_channel::{Receiver, bounded, never, select, tick};
 
 use crate::config::{Config, Source as SourceKind};
 use crate::controller::bridge::{LiveBridge, OvsBridge};
-use crate::controller::deferred::DeferredFlows;
+use crate::controller::deferred::{DeferredFlows, Scope};
 use crate::controller::externalnode::{EnConfig, EnController};
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
@@ -229,24 +229,33 @@ pub fn run(
         &stop,
         || of.wait_connected(Duration::from_secs(1)),
     )?;
+    let metrics = Arc::new(Metrics::default());
+    let counting: Arc<dyn Flows> = Arc::new(CountingFlows {
+        inner: of.clone(),
+        metrics: metrics.clone(),
+    });
+    // TC flows wait for the end of the first full sync and go out as one bundle. When the
+    // bridge holds a previous round (tether's after a restart, or Antrea's agent's, adopted)
+    // every flow waits, and that bundle also takes the old round out: the switch never
+    // holds a mix of the two pipelines.
+    let replacing = prev_round.filter(|p| *p != round);
+    let scope = match replacing {
+        Some(_) => Scope::All,
+        None => Scope::Only(Category::TRAFFIC_CONTROL),
+    };
+    let deferred = Arc::new(DeferredFlows::new(counting, scope));
+    let flows: Arc<dyn Flows> = deferred.clone();
     retry(
         "installing the pipeline's base flows",
         Duration::from_secs(1),
         &stop,
-        || of.apply(BASE_OWNER, pipeline::base_flows()),
+        || flows.apply(BASE_OWNER, pipeline::base_flows()),
     )?;
 
     let stores = Stores::default();
     let (ev_tx, ev_rx) = bounded(4096);
     let source = start_source(&cfg, &stores, ev_tx)?;
     let bridge: Arc<dyn OvsBridge> = Arc::new(LiveBridge::new(bridge));
-    let metrics = Arc::new(Metrics::default());
-    let flows: Arc<dyn Flows> = Arc::new(CountingFlows {
-        inner: of.clone(),
-        metrics: metrics.clone(),
-    });
-    // TC flows wait for the end of the first full sync and go out as one bundle.
-    let deferred = Arc::new(DeferredFlows::new(flows.clone(), Category::TRAFFIC_CONTROL));
     let netlink = || {
         crate::netlink::Rtnl::connect()
             .map(Arc::new)
@@ -424,7 +433,10 @@ pub fn run(
                         }
                         Some(left) if left.is_empty() => {
                             drop(init);
-                            let failed = deferred.flush();
+                            let (failed, replaced) = deferred.flush(replacing);
+                            if let Some(Err(e)) = &replaced {
+                                log::warn!("first full sync: deleting the flows of round {replacing:?} failed: {e}");
+                            }
                             if !failed.is_empty() {
                                 for (owner, e) in &failed {
                                     log::warn!("first full sync: flows of {owner} failed: {e}");
@@ -434,7 +446,9 @@ pub fn run(
                                     queue.add(Key::Tc(k));
                                 }
                             }
-                            first_full_sync(&tc, of.as_ref(), bridge.as_ref(), prev_round, round);
+                            // The old round went with the flush (or failed there, logged).
+                            let prev = if replaced.is_some() { None } else { prev_round };
+                            first_full_sync(&tc, of.as_ref(), bridge.as_ref(), prev, round);
                             clear_flow_restore_wait(&client);
                             if let Some(r) = ready.take() {
                                 probe.ready.store(true, std::sync::atomic::Ordering::SeqCst);

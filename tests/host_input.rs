@@ -418,8 +418,9 @@ fn externalnodes_on_loopback_or_the_bridge_touch_no_link() {
     }
     // And the good case: the NIC it took over.
     put(&bed.manifests, "en.yaml", EN_YAML);
-    t.wait_log("taking over nic=eth1", Duration::from_secs(10));
-    bed.wait_port("eth1~", Duration::from_secs(10));
+    wait_for(Duration::from_secs(15), "the ExternalNode attached", || {
+        (bed.status()["external_node"]["step"] == "attached").then_some(())
+    });
     let report = bed.check();
     assert!(
         report.contains("ok   externalnode: default/vm1: eth1 is attached (tether's host port)"),

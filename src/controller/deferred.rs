@@ -1,34 +1,48 @@
-//! Cold-start batching of flows. While the first full sync runs, the flows of one category
-//! (TrafficControl's) are collected per owner instead of sent; [`DeferredFlows::flush`]
-//! sends them all with one [`Flows::apply_many`] at the end of that sync.
+//! Cold-start batching of flows. While the first full sync runs, the flows of the deferred
+//! categories are collected per owner instead of sent; [`DeferredFlows::flush`] sends them
+//! all with one [`Flows::apply_many`] at the end of that sync — or, when the bridge holds
+//! the flows of a previous round, with one [`Flows::replace_round`] that also deletes them.
 //!
-//! Why: ovs-vswitchd rebuilds its translation state for every port after each flow-table
-//! commit, so at 5,000 ports 1,000 one-TC bundles cost it ~20 s of CPU where one bundle of
-//! the same flows costs ~1 s. Other categories (the ExternalNode's uplink flows, the L2
-//! flows) pass straight through: the VM's connectivity must not wait for the TCs.
+//! Two scopes:
+//! * [`Scope::Only`] the TrafficControl category, on a bridge without old flows: ovs-vswitchd
+//!   rebuilds its translation state for every port after each flow-table commit, so at
+//!   5,000 ports 1,000 one-TC bundles cost it ~20 s of CPU where one bundle of the same
+//!   flows costs ~1 s. Other categories (the ExternalNode's uplink flows, the L2 flows)
+//!   pass straight through: the VM's connectivity must not wait for the TCs.
+//! * [`Scope::All`], on a bridge that holds a previous round (tether's own after a restart,
+//!   or Antrea's agent's, adopted): the old flows keep forwarding until one atomic bundle
+//!   puts every new flow in and takes every old one out. Antrea's pipeline uses other table
+//!   numbers than tether's, so the two must never be on the switch mixed.
 //!
 //! Ordering: `flush` holds the collection lock while it sends, and every `apply`/`remove`
-//! of the category takes that lock first, so a sync that comes after the flush can never
-//! be overtaken by the older flows the flush is sending.
+//! of a deferred category takes that lock first, so a sync that comes after the flush can
+//! never be overtaken by the older flows the flush is sending.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::openflow::{Category, Flow, Flows, OfError, Owner};
 
+/// Which owners' flows wait for the flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Only(Category),
+    All,
+}
+
 pub struct DeferredFlows {
     inner: Arc<dyn Flows>,
-    category: Category,
+    scope: Scope,
     /// `Some` until the flush: the latest flows asked for, per owner.
     pending: Mutex<Option<BTreeMap<Owner, Vec<Flow>>>>,
 }
 
 impl DeferredFlows {
-    /// Start collecting `category`'s flows.
-    pub fn new(inner: Arc<dyn Flows>, category: Category) -> DeferredFlows {
+    /// Start collecting the flows of `scope`.
+    pub fn new(inner: Arc<dyn Flows>, scope: Scope) -> DeferredFlows {
         DeferredFlows {
             inner,
-            category,
+            scope,
             pending: Mutex::new(Some(BTreeMap::new())),
         }
     }
@@ -37,13 +51,33 @@ impl DeferredFlows {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Send what was collected (one `apply_many`) and stop collecting. Returns the owners
-    /// whose flows failed; their syncs must run again. A second flush does nothing.
-    pub fn flush(&self) -> Vec<(Owner, OfError)> {
+    fn defers(&self, owner: Owner) -> bool {
+        match self.scope {
+            Scope::Only(c) => owner.category == c,
+            Scope::All => true,
+        }
+    }
+
+    /// Send what was collected and stop collecting: one `apply_many`, or with `old_round`
+    /// one `replace_round` that also deletes that round's flows (its result is the second
+    /// value; None when nothing was deleted). Returns the owners whose flows failed; their
+    /// syncs must run again. A second flush does nothing.
+    pub fn flush(
+        &self,
+        old_round: Option<u16>,
+    ) -> (Vec<(Owner, OfError)>, Option<Result<(), OfError>>) {
         let mut pending = self.lock();
-        match pending.take() {
-            Some(sets) if !sets.is_empty() => self.inner.apply_many(sets.into_iter().collect()),
-            _ => Vec::new(),
+        let sets: Vec<(Owner, Vec<Flow>)> = match pending.take() {
+            Some(sets) => sets.into_iter().collect(),
+            None => return (Vec::new(), None),
+        };
+        match old_round {
+            Some(round) => {
+                let (failed, deleted) = self.inner.replace_round(sets, round);
+                (failed, Some(deleted))
+            }
+            None if sets.is_empty() => (Vec::new(), None),
+            None => (self.inner.apply_many(sets), None),
         }
     }
 
@@ -55,7 +89,7 @@ impl DeferredFlows {
 
 impl Flows for DeferredFlows {
     fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
-        if owner.category != self.category {
+        if !self.defers(owner) {
             return self.inner.apply(owner, flows);
         }
         let mut pending = self.lock();
@@ -72,7 +106,7 @@ impl Flows for DeferredFlows {
     }
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
-        if owner.category == self.category {
+        if self.defers(owner) {
             let mut pending = self.lock();
             if let Some(sets) = pending.as_mut() {
                 sets.remove(&owner);
@@ -89,6 +123,14 @@ impl Flows for DeferredFlows {
 
     fn delete_round(&self, round: u16) -> Result<(), OfError> {
         self.inner.delete_round(round)
+    }
+
+    fn replace_round(
+        &self,
+        sets: Vec<(Owner, Vec<Flow>)>,
+        round: u16,
+    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+        self.inner.replace_round(sets, round)
     }
 }
 
@@ -114,6 +156,7 @@ mod tests {
         fake: FakeFlows,
         applies: Mutex<usize>,
         batches: Mutex<Vec<usize>>,
+        replaced: Mutex<Vec<(usize, u16)>>,
     }
 
     impl Flows for Counting {
@@ -136,12 +179,21 @@ mod tests {
         fn delete_round(&self, round: u16) -> Result<(), OfError> {
             self.fake.delete_round(round)
         }
+        fn replace_round(
+            &self,
+            sets: Vec<(Owner, Vec<Flow>)>,
+            round: u16,
+        ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+            self.replaced.lock().unwrap().push((sets.len(), round));
+            let failed = self.apply_many(sets);
+            (failed, self.fake.delete_round(round))
+        }
     }
 
     #[test]
     fn collects_the_category_until_the_flush_then_passes_through() {
         let inner = Arc::new(Counting::default());
-        let d = DeferredFlows::new(inner.clone(), Category::TRAFFIC_CONTROL);
+        let d = DeferredFlows::new(inner.clone(), Scope::Only(Category::TRAFFIC_CONTROL));
         let en = Owner::new(Category::EXTERNAL_NODE, 1);
         // Another category goes straight to the switch.
         d.apply(en, vec![flow(9)]).unwrap();
@@ -156,7 +208,7 @@ mod tests {
         assert_eq!(*inner.applies.lock().unwrap(), 1);
         assert!(d.collecting());
         // One batch of the two live owners, with their latest flows.
-        assert!(d.flush().is_empty());
+        assert!(d.flush(None).0.is_empty());
         assert_eq!(*inner.batches.lock().unwrap(), vec![2]);
         assert_eq!(inner.fake.of(tc(1)), vec![flow(3)]);
         assert_eq!(inner.fake.of(tc(2)), vec![flow(2)]);
@@ -165,21 +217,46 @@ mod tests {
         assert!(!d.collecting());
         d.apply(tc(2), vec![flow(5)]).unwrap();
         assert_eq!(inner.fake.of(tc(2)), vec![flow(5)]);
-        assert!(d.flush().is_empty());
+        assert!(d.flush(None).0.is_empty());
         assert_eq!(*inner.batches.lock().unwrap(), vec![2]);
     }
 
     #[test]
     fn a_failed_flush_names_the_owners() {
         let inner = Arc::new(Counting::default());
-        let d = DeferredFlows::new(inner.clone(), Category::TRAFFIC_CONTROL);
+        let d = DeferredFlows::new(inner.clone(), Scope::Only(Category::TRAFFIC_CONTROL));
         d.apply(tc(1), vec![flow(1)]).unwrap();
         d.apply(tc(2), vec![flow(2)]).unwrap();
         *inner.fake.fail.lock().unwrap() = Some(OfError::Disconnected {
             socket: "br-int.mgmt".into(),
         });
-        let failed: Vec<Owner> = d.flush().into_iter().map(|(o, _)| o).collect();
+        let failed: Vec<Owner> = d.flush(None).0.into_iter().map(|(o, _)| o).collect();
         assert_eq!(failed, vec![tc(1), tc(2)]);
         assert!(!d.collecting());
+    }
+
+    /// On a bridge with a previous round, every category waits, and the flush is one
+    /// replace of that round (Antrea's flows are never mixed with tether's).
+    #[test]
+    fn scope_all_defers_every_owner_and_replaces_the_round() {
+        let inner = Arc::new(Counting::default());
+        let d = DeferredFlows::new(inner.clone(), Scope::All);
+        let base = Owner::new(Category::DEFAULT, 0);
+        let en = Owner::new(Category::EXTERNAL_NODE, 1);
+        d.apply(base, vec![flow(8)]).unwrap();
+        d.apply(en, vec![flow(9)]).unwrap();
+        d.apply(tc(1), vec![flow(1)]).unwrap();
+        assert_eq!(
+            *inner.applies.lock().unwrap(),
+            0,
+            "nothing sent before the flush"
+        );
+        let (failed, deleted) = d.flush(Some(7));
+        assert!(failed.is_empty());
+        assert_eq!(deleted, Some(Ok(())));
+        assert_eq!(*inner.replaced.lock().unwrap(), vec![(3, 7)]);
+        assert_eq!(inner.fake.of(en), vec![flow(9)]);
+        d.apply(en, vec![flow(10)]).unwrap();
+        assert_eq!(inner.fake.of(en), vec![flow(10)]);
     }
 }

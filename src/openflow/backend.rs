@@ -53,6 +53,18 @@ pub trait Flows: Send + Sync {
     fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError>;
     /// Delete every flow whose cookie carries `round` (a previous run's flows).
     fn delete_round(&self, round: u16) -> Result<(), OfError>;
+    /// [`Flows::apply_many`], and every flow of `round` deleted in the same step. A backend
+    /// that can sends both as one atomic bundle, so the switch goes from the old flows (a
+    /// previous run's, or Antrea's agent's, whose tables are laid out differently) to the
+    /// new ones with no mix of the two in between. The second value is the delete's result.
+    fn replace_round(
+        &self,
+        sets: Vec<(Owner, Vec<Flow>)>,
+        round: u16,
+    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+        let failed = self.apply_many(sets);
+        (failed, self.delete_round(round))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -297,6 +309,60 @@ impl Flows for OfFlows {
             st.no_flood.remove(&ofport);
         }
         Ok(())
+    }
+
+    /// One bundle: every owner's difference, then the delete of `round` by cookie (after
+    /// the adds: an add that replaces an old flow of the same match and priority gives it
+    /// the new cookie, so the delete cannot take it). If the switch refuses the bundle,
+    /// the default (owners one by one, then the delete) runs instead.
+    fn replace_round(
+        &self,
+        sets: Vec<(Owner, Vec<Flow>)>,
+        round: u16,
+    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+        let mut failed = Vec::new();
+        let mut st = self.shared.lock();
+        let before = st.set.clone();
+        let mut mods = Vec::new();
+        for (owner, flows) in &sets {
+            match st.set.plan_apply(*owner, flows.clone()) {
+                Ok(mut plan) => {
+                    mods.append(&mut plan.mods);
+                    st.set.commit(plan);
+                }
+                Err(e) => failed.push((*owner, e)),
+            }
+        }
+        let n = mods.len();
+        mods.push(FlowMod::delete_by_cookie(
+            u64::from(round) << 48,
+            ROUND_MASK,
+        ));
+        match self.shared.bundle_mods(mods) {
+            Ok(()) => {
+                log::info!(
+                    "openflow replaced round {round} in one bundle: {n} flow mods for {} owners",
+                    sets.len()
+                );
+                (failed, Ok(()))
+            }
+            Err(e) => {
+                log::warn!(
+                    "openflow one bundle replacing round {round} failed ({e}); applying owners one by one"
+                );
+                st.set = before;
+                drop(st);
+                let bad: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
+                for (owner, flows) in sets {
+                    if !bad.contains(&owner) {
+                        if let Err(e) = self.apply(owner, flows) {
+                            failed.push((owner, e));
+                        }
+                    }
+                }
+                (failed, self.delete_round(round))
+            }
+        }
     }
 
     fn delete_round(&self, round: u16) -> Result<(), OfError> {

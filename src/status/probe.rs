@@ -202,6 +202,20 @@ impl Flows for CountingFlows {
         failed
     }
 
+    fn replace_round(
+        &self,
+        sets: Vec<(Owner, Vec<Flow>)>,
+        round: u16,
+    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+        let changed: usize = sets.iter().map(|(o, f)| self.changed(*o, f)).sum();
+        let r = self.inner.replace_round(sets, round);
+        self.metrics.flow_mods.fetch_add(
+            u64::try_from(changed).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        r
+    }
+
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         let n = self.inner.installed(owner).len();
         self.inner.remove(owner)?;
