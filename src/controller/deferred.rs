@@ -23,6 +23,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::openflow::{Category, Flow, Flows, OfError, Owner};
 
+/// What a flush did: the owners whose flows failed, and the old round's delete (None when
+/// there was none to do).
+pub type Flushed = (Vec<(Owner, OfError)>, Option<Result<(), OfError>>);
+
 /// Which owners' flows wait for the flush.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -62,10 +66,7 @@ impl DeferredFlows {
     /// one `replace_round` that also deletes that round's flows (its result is the second
     /// value; None when nothing was deleted). Returns the owners whose flows failed; their
     /// syncs must run again. A second flush does nothing.
-    pub fn flush(
-        &self,
-        old_round: Option<u16>,
-    ) -> (Vec<(Owner, OfError)>, Option<Result<(), OfError>>) {
+    pub fn flush(&self, old_round: Option<u16>) -> Flushed {
         let mut pending = self.lock();
         let sets: Vec<(Owner, Vec<Flow>)> = match pending.take() {
             Some(sets) => sets.into_iter().collect(),
