@@ -39,6 +39,8 @@ pub struct Config {
     pub allow_plain_http: bool,
     /// Warnings found while reading (unknown keys), for the log.
     pub warnings: Vec<String>,
+    /// Information for the log (Antrea agent keys tether does not use, in one line).
+    pub notes: Vec<String>,
 }
 
 /// A usage or configuration error: exit code 2, naming the flag or key.
@@ -169,40 +171,124 @@ fn flag_key(flag: &str) -> Option<&'static str> {
         .map(|(_, k, _)| *k)
 }
 
-/// The file's settings. `text` is YAML (JSON is YAML too).
+/// Antrea's agent-config spelling of a setting → tether's key (`pkg/config/agent/config.go`).
+/// `clientConnection.kubeconfig` is handled where the nested key is read.
+const ANTREA_SPELLINGS: &[(&str, &str)] = &[
+    ("ovsBridge", "bridge"),
+    ("ovsDatapathType", "datapathType"),
+    ("ovsRunDir", "ovsRundir"),
+];
+
+/// The other top-level keys of Antrea's `AgentConfig` (`pkg/config/agent/config.go`): a
+/// VM's `antrea-agent.conf` sets some of them for features tether does not have. They are
+/// listed in one info line, not warned about one by one.
+const ANTREA_OTHER_KEYS: &[&str] = &[
+    "featureGates",
+    "cniSocket",
+    "antreaClientConnection",
+    "hostGateway",
+    "trafficEncapMode",
+    "podCIDRs",
+    "noSNAT",
+    "snatFullyRandomPorts",
+    "tunnelType",
+    "tunnelPort",
+    "tunnelCsum",
+    "defaultMTU",
+    "hostProcPathPrefix",
+    "serviceCIDR",
+    "serviceCIDRv6",
+    "trafficEncryptionMode",
+    "wireGuard",
+    "enableBridgingMode",
+    "disableTXChecksumOffload",
+    "apiPort",
+    "clusterPort",
+    "memberlist",
+    "enablePrometheusMetrics",
+    "flowCollectorAddr",
+    "flowPollInterval",
+    "activeFlowExportTimeout",
+    "idleFlowExportTimeout",
+    "nodePortLocal",
+    "flowExporter",
+    "kubeAPIServerOverride",
+    "dnsServerOverride",
+    "fqdnCacheMinTTL",
+    "tlsCipherSuites",
+    "tlsMinVersion",
+    "transportInterface",
+    "transportInterfaceCIDRs",
+    "multicast",
+    "antreaProxy",
+    "egress",
+    "ipsec",
+    "multicluster",
+    "auditLogging",
+    "secondaryNetwork",
+    "packetInRate",
+    "hostNetworkAcceleration",
+    "hostNetworkMode",
+];
+
+/// What a config file said.
+#[derive(Default)]
+struct FileSettings {
+    raw: Raw,
+    en_ns: Option<String>,
+    rules: Vec<Value>,
+    /// Antrea agent keys tether does not use (one info line).
+    ignored_antrea: Vec<String>,
+}
+
+/// The file's settings. `text` is YAML (JSON is YAML too): tether's keys, and Antrea's
+/// agent config (`/etc/antrea/antrea-agent.conf`) unchanged.
 fn parse_file(
     name: &str,
     text: &str,
     warnings: &mut Vec<String>,
-) -> Result<(Raw, Option<String>, Vec<Value>), ConfigError> {
-    let docs = crate::k8s::yaml::parse_documents(text)
-        .map_err(|e| ConfigError(format!("config {name}: {e}")))?;
-    let mut raw = Raw::default();
-    let mut en_ns = None;
-    let mut rules = Vec::new();
+) -> Result<FileSettings, ConfigError> {
+    let err = |m: String| ConfigError(format!("config {name}: {m}"));
+    let docs = crate::k8s::yaml::parse_documents(text).map_err(err)?;
+    let mut out = FileSettings::default();
     let Some(doc) = docs.into_iter().next() else {
-        return Ok((raw, en_ns, rules));
+        return Ok(out);
     };
-    let Value::Object(map) = doc else {
-        return Err(ConfigError(format!(
-            "config {name}: the top level must be a mapping"
-        )));
+    let map = match doc {
+        Value::Object(map) => map,
+        // An empty file (or only comments) is an empty config.
+        Value::Null => return Ok(out),
+        _ => return Err(err("the top level must be a mapping".into())),
     };
-    for (k, v) in map {
-        // Accept the flag spelling too (`node-name` for `nodeName`).
-        let key = flag_key(&format!("--{k}"))
-            .unwrap_or(k.as_str())
+    // One setting, two spellings (tether's and Antrea's): only one may be given.
+    let mut seen: std::collections::BTreeMap<&'static str, String> = Default::default();
+    let mut claim = |key: &'static str, spelled: &str| -> Result<(), ConfigError> {
+        match seen.insert(key, spelled.to_string()) {
+            Some(first) if first != spelled => Err(err(format!(
+                "{first} and {spelled} both set the same setting ({key}); keep one"
+            ))),
+            _ => Ok(()),
+        }
+    };
+    for (spelled, v) in map {
+        // Accept the flag spelling too (`node-name` for `nodeName`), and Antrea's.
+        let key = ANTREA_SPELLINGS
+            .iter()
+            .find(|(a, _)| *a == spelled)
+            .map(|(_, t)| *t)
+            .or_else(|| flag_key(&format!("--{spelled}")))
+            .unwrap_or(spelled.as_str())
             .to_string();
         match (key.as_str(), v) {
             ("externalNode", Value::Object(en)) => {
                 for (ek, ev) in en {
                     match (ek.as_str(), ev) {
-                        ("externalNodeNamespace", Value::String(s)) => en_ns = Some(s),
-                        ("policyBypassRules", Value::Array(a)) => rules = a,
+                        ("externalNodeNamespace", Value::String(s)) => out.en_ns = Some(s),
+                        ("policyBypassRules", Value::Array(a)) => out.rules = a,
                         ("policyBypassRules", Value::Null) => {}
                         ("externalNodeNamespace" | "policyBypassRules", other) => {
-                            return Err(ConfigError(format!(
-                                "config {name}: externalNode.{ek}: unexpected value {other}"
+                            return Err(err(format!(
+                                "externalNode.{ek}: unexpected value {other}"
                             )));
                         }
                         _ => warnings.push(format!(
@@ -211,36 +297,67 @@ fn parse_file(
                     }
                 }
             }
+            ("externalNode", Value::Null) => {}
             ("externalNode", other) => {
-                return Err(ConfigError(format!(
-                    "config {name}: externalNode must be a mapping, got {other}"
-                )));
+                return Err(err(format!("externalNode must be a mapping, got {other}")));
             }
-            ("allowInsecureTLS", Value::Bool(b)) => raw.allow_insecure_tls = Some(b),
-            ("allowPlainHTTP", Value::Bool(b)) => raw.allow_plain_http = Some(b),
-            (k @ ("allowInsecureTLS" | "allowPlainHTTP"), other) => {
-                return Err(ConfigError(format!(
-                    "config {name}: {k} must be true or false, got {other}"
-                )));
-            }
-            // Antrea agent keys that make sense only on a K8s Node or are ours anyway.
-            ("nodeType" | "featureGates" | "trafficEncapMode", _) => {}
-            (k, Value::String(s)) => {
-                if !raw.set(k, s) {
-                    warnings.push(format!("config {name}: unknown key {k} ignored"));
+            // Antrea's kubeconfig for the Kubernetes API.
+            ("clientConnection", Value::Object(cc)) => {
+                for (ck, cv) in cc {
+                    match (ck.as_str(), cv) {
+                        ("kubeconfig", Value::String(s)) => {
+                            claim("kubeconfig", "clientConnection.kubeconfig")?;
+                            out.raw.kubeconfig = Some(s);
+                        }
+                        ("kubeconfig", other) => {
+                            return Err(err(format!(
+                                "clientConnection.kubeconfig must be a string, got {other}"
+                            )));
+                        }
+                        _ => out.ignored_antrea.push(format!("clientConnection.{ck}")),
+                    }
                 }
             }
+            ("clientConnection", Value::Null) => {}
+            ("clientConnection", other) => {
+                return Err(err(format!(
+                    "clientConnection must be a mapping, got {other}"
+                )));
+            }
+            ("nodeType", Value::String(t)) if t == "externalNode" => {}
+            ("nodeType", other) => {
+                return Err(err(format!(
+                    "nodeType {other}: tether runs on an ExternalNode (a VM or bare-metal host), not on a Kubernetes Node; set nodeType: externalNode or remove the key"
+                )));
+            }
+            (k, _) if ANTREA_OTHER_KEYS.contains(&k) => out.ignored_antrea.push(k.to_string()),
+            (k @ ("allowInsecureTLS" | "allowPlainHTTP"), Value::Bool(b)) => {
+                if k == "allowInsecureTLS" {
+                    out.raw.allow_insecure_tls = Some(b);
+                } else {
+                    out.raw.allow_plain_http = Some(b);
+                }
+            }
+            (k @ ("allowInsecureTLS" | "allowPlainHTTP"), other) => {
+                return Err(err(format!("{k} must be true or false, got {other}")));
+            }
+            (k, Value::String(s)) => match SETTINGS.iter().find(|(_, key, _)| *key == k) {
+                Some((_, key, _)) => {
+                    claim(key, &spelled)?;
+                    out.raw.set(k, s);
+                }
+                None => warnings.push(format!("config {name}: unknown key {k} ignored")),
+            },
             (k, other) => {
                 if SETTINGS.iter().any(|(_, key, _)| *key == k) {
-                    return Err(ConfigError(format!(
-                        "config {name}: {k} must be a string, got {other}"
-                    )));
+                    return Err(err(format!("{k} must be a string, got {other}")));
                 }
                 warnings.push(format!("config {name}: unknown key {k} ignored"));
             }
         }
     }
-    Ok((raw, en_ns, rules))
+    out.ignored_antrea.sort();
+    Ok(out)
 }
 
 fn is_valid_ifname(s: &str) -> bool {
@@ -297,13 +414,20 @@ pub fn parse_run(
         i += 1;
     }
     let mut warnings = Vec::new();
+    let mut notes = Vec::new();
     let (file, en_ns, rules) = match &config_file {
         Some(path) => {
             let text = read_file(path).map_err(|e| ConfigError(format!("config {path}: {e}")))?;
-            let (raw, en_ns, rules) = parse_file(path, &text, &mut warnings)?;
-            let rules = parse_bypass_rules(&rules)
+            let f = parse_file(path, &text, &mut warnings)?;
+            let rules = parse_bypass_rules(&f.rules)
                 .map_err(|e| ConfigError(format!("config {path}: {e}")))?;
-            (raw, en_ns, rules)
+            if !f.ignored_antrea.is_empty() {
+                notes.push(format!(
+                    "config {path}: Antrea agent settings for features tether does not have, ignored: {}",
+                    f.ignored_antrea.join(", ")
+                ));
+            }
+            (f.raw, f.en_ns, rules)
         }
         None => (Raw::default(), None, Vec::new()),
     };
@@ -360,6 +484,7 @@ pub fn parse_run(
         allow_insecure_tls: r.allow_insecure_tls.unwrap_or(false),
         allow_plain_http: r.allow_plain_http.unwrap_or(false),
         warnings,
+        notes,
     })
 }
 

@@ -188,6 +188,9 @@ pub fn run(
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
+    for n in &cfg.notes {
+        log::info!("{n}");
+    }
     let db = cfg.ovs_rundir.join("db.sock");
     let client = Arc::new(Client::start(
         Remote::Unix(db.clone()),

@@ -109,6 +109,14 @@ fn check(args: &[String]) -> ExitCode {
             fix: Some("remove or correct the key".into()),
         });
     }
+    for n in &cfg.notes {
+        findings.push(config::check::Finding {
+            level: config::check::Level::Ok,
+            what: "config".into(),
+            detail: n.clone(),
+            fix: None,
+        });
+    }
     findings.extend(config::check::run(&cfg));
     let (text, code) = config::check::report(&findings);
     print!("{text}");

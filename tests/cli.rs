@@ -353,3 +353,66 @@ fn the_unit_limits_memory_and_yields_to_the_switch() {
         .unwrap();
     assert!(oom > 0 && oom <= 1000, "OOMScoreAdjust={oom}");
 }
+
+/// `tether check --config <Antrea's agent config>` on a VM set up the way Antrea's
+/// `install-vm.sh` and its docs leave it (our own files with the shape of theirs): the
+/// kubeconfig comes from `clientConnection.kubeconfig`, the bridge from `ovsBridge`, the
+/// feature keys make one note; the kubeconfig's `insecure-skip-tls-verify: true` is refused
+/// with a fix that names the CA first, then `allowInsecureTLS` / `--allow-insecure-tls`.
+#[test]
+fn check_reads_antreas_agent_config_and_names_the_tls_fix() {
+    let d = tmp("antrea");
+    let kc = d.join("antrea-agent.kubeconfig");
+    // As `kubectl config set-cluster --insecure-skip-tls-verify=true` writes it.
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nclusters:\n- cluster:\n    insecure-skip-tls-verify: true\n    server: https://192.0.2.1:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: antrea-agent\n  name: antrea-agent@kubernetes\ncurrent-context: antrea-agent@kubernetes\nkind: Config\npreferences: {}\nusers:\n- name: antrea-agent\n  user:\n    token: not-a-real-token\n",
+    )
+    .unwrap();
+    let conf = d.join("antrea-agent.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "featureGates:\n  ExternalNode: true\n  AntreaPolicy: true\nauditLogging:\n  maxSize: 500\novsBridge: br-int\nnodeType: externalNode\nexternalNode:\n  externalNodeNamespace: vm-ns\nclientConnection:\n  kubeconfig: {}\nantreaClientConnection:\n  kubeconfig: /etc/antrea/antrea-agent.antrea.kubeconfig\n",
+            kc.display()
+        ),
+    )
+    .unwrap();
+    let o = tether(&[
+        "check",
+        "--config",
+        conf.to_str().unwrap(),
+        "--ovs-rundir",
+        d.join("no-ovs").to_str().unwrap(),
+        "--state-socket",
+        d.join("run/tether.sock").to_str().unwrap(),
+        "--node-name",
+        "vm1",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        !t.contains("WARN config"),
+        "no warning per Antrea key:\n{t}"
+    );
+    assert!(
+        t.contains("ok   config: config ")
+            && t.contains("Antrea agent settings for features tether does not have, ignored: antreaClientConnection, auditLogging, featureGates"),
+        "{t}"
+    );
+    let i = t
+        .lines()
+        .position(|l| l.starts_with("FAIL api credentials: kubeconfig"))
+        .unwrap_or_else(|| panic!("no credentials failure in\n{t}"));
+    let line = t.lines().nth(i).unwrap();
+    assert!(line.contains("insecure-skip-tls-verify"), "{line}");
+    let fix = t.lines().nth(i + 1).unwrap();
+    assert!(
+        fix.contains("put the cluster CA in the kubeconfig")
+            && fix.contains("--embed-certs=true")
+            && fix.contains("allowInsecureTLS: true")
+            && fix.contains("--allow-insecure-tls"),
+        "{fix}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -285,6 +285,10 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNod
                     "fix the kubeconfig's certificates or token".to_string(),
                 ),
             };
+            let detail = match &cfg.source {
+                Source::Kubeconfig(p) => format!("kubeconfig {}: {detail}", p.display()),
+                _ => detail,
+            };
             out.push(bad(Level::Fail, "api credentials", detail, fix));
             return None;
         }

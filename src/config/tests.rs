@@ -34,6 +34,7 @@ fn defaults() {
             allow_insecure_tls: false,
             allow_plain_http: false,
             warnings: vec![],
+            notes: vec![],
         }
     );
     assert_eq!(
@@ -149,4 +150,89 @@ fn invalid_values_name_the_key() {
     );
     let e = parse("--config f.yaml", "a: [\n").unwrap_err();
     assert!(e.0.starts_with("config f.yaml: "), "{e}");
+}
+
+/// Antrea's VM agent config as `install-vm.sh` leaves it (our own text with the keys and
+/// layout of `antrea-agent.conf`): its keys map to tether's, the feature keys tether does
+/// not have make one note, not a warning each.
+const ANTREA_CONF: &str = "# Antrea agent config of a VM
+featureGates:
+  ExternalNode: true
+  AntreaPolicy: true
+auditLogging:
+  maxSize: 500
+  compress: true
+ovsBridge: br-int
+#ovsDatapathType: system
+nodeType: externalNode
+externalNode:
+  externalNodeNamespace: vm-ns
+  #policyBypassRules: []
+clientConnection:
+  kubeconfig: /etc/antrea/antrea-agent.kubeconfig
+antreaClientConnection:
+  kubeconfig: /etc/antrea/antrea-agent.antrea.kubeconfig
+";
+
+#[test]
+fn antreas_agent_config_is_read_unchanged() {
+    let c = parse("--config /etc/antrea/antrea-agent.conf", ANTREA_CONF).unwrap();
+    assert_eq!(c.bridge, "br-int");
+    assert_eq!(c.datapath_type, "system");
+    assert_eq!(
+        c.source,
+        Source::Kubeconfig("/etc/antrea/antrea-agent.kubeconfig".into())
+    );
+    assert_eq!(c.external_node_namespace, "vm-ns");
+    assert_eq!(c.warnings, Vec::<String>::new());
+    assert_eq!(
+        c.notes,
+        vec![
+            "config /etc/antrea/antrea-agent.conf: Antrea agent settings for features tether does not have, ignored: antreaClientConnection, auditLogging, featureGates"
+        ]
+    );
+    let c = parse(
+        "--config a.conf",
+        "ovsBridge: br-x\novsDatapathType: netdev\novsRunDir: /run/ovs\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (c.bridge.as_str(), c.datapath_type.as_str()),
+        ("br-x", "netdev")
+    );
+    assert_eq!(c.ovs_rundir, PathBuf::from("/run/ovs"));
+    // The same setting in both spellings is an error naming both.
+    assert_eq!(
+        parse("--config a.conf", "ovsBridge: br-x\nbridge: br-y\n").unwrap_err(),
+        ConfigError(
+            "config a.conf: bridge and ovsBridge both set the same setting (bridge); keep one"
+                .into()
+        )
+    );
+    assert_eq!(
+        parse(
+            "--config a.conf",
+            "kubeconfig: /k\nclientConnection:\n  kubeconfig: /etc/antrea/k\n"
+        )
+        .unwrap_err(),
+        ConfigError("config a.conf: clientConnection.kubeconfig and kubeconfig both set the same setting (kubeconfig); keep one".into())
+    );
+    // Another node type is explained.
+    let e = parse("--config a.conf", "nodeType: k8sNode\n").unwrap_err();
+    assert!(
+        e.0.starts_with("config a.conf: nodeType \"k8sNode\": tether runs on an ExternalNode"),
+        "{e}"
+    );
+    // Antrea's clientConnection knobs tether has no use for are noted, not warned.
+    let c = parse(
+        "--config a.conf",
+        "clientConnection:\n  kubeconfig: /k\n  qps: 50\n",
+    )
+    .unwrap();
+    assert_eq!(c.warnings, Vec::<String>::new());
+    assert!(
+        c.notes[0].ends_with("ignored: clientConnection.qps"),
+        "{:?}",
+        c.notes
+    );
 }
