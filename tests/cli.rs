@@ -416,3 +416,35 @@ fn check_reads_antreas_agent_config_and_names_the_tls_fix() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The shipped RBAC grants only what tether uses (list and watch: it never gets one
+/// object) and carries what a VM needs to keep working: a long-lived service-account
+/// token Secret for its account (as Antrea's VM RBAC has), not an hour-long token.
+#[test]
+fn shipped_rbac_is_list_watch_with_a_long_lived_token() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml")).unwrap();
+    let docs = tether::k8s::yaml::parse_documents(&text).unwrap();
+    let mut verbs = Vec::new();
+    for d in &docs {
+        for rule in d["rules"].as_array().into_iter().flatten() {
+            for v in rule["verbs"].as_array().unwrap() {
+                verbs.push(v.as_str().unwrap().to_string());
+            }
+        }
+    }
+    verbs.sort();
+    verbs.dedup();
+    assert_eq!(verbs, ["list", "watch"]);
+    let sa = docs.iter().find(|d| d["kind"] == "ServiceAccount").unwrap();
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret")
+        .expect("a token Secret");
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        sa["metadata"]["name"]
+    );
+    assert_eq!(secret["metadata"]["namespace"], sa["metadata"]["namespace"]);
+}

@@ -350,7 +350,7 @@ fn check_rbac(client: &k8s::Client, scope: &k8s::SourceConfig, kind: Kind) -> Fi
         q.push(("fieldSelector", fs));
     }
     let what = format!("rbac {}", kind.plural());
-    let fix = "kubectl apply -f deploy/rbac.yaml (binds get/list/watch for tether's user)";
+    let fix = "kubectl apply -f deploy/rbac.yaml (binds list/watch for tether's user)";
     if let Err(e) = client.get(&path, &q) {
         return match e {
             KubeError::Forbidden { message } => bad(
