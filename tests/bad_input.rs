@@ -732,7 +732,7 @@ fn garbage_watch_lines() {
             assert_eq!(r.unwrap(), WatchEvent::Error(KubeError::Gone { message: "too old resource version: 1 (5)".into() }));
         }),
         ("watch-bare-status-500", json!({"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd down"}).to_string(), |r| {
-            assert_eq!(r.unwrap(), WatchEvent::Error(KubeError::Status { code: 500, reason: "InternalError".into(), message: "etcd down".into() }));
+            assert_eq!(r.unwrap(), WatchEvent::Error(KubeError::Status { code: 500, reason: "InternalError".into(), message: "etcd down".into(), retry_after: None }));
         }),
         ("watch-error-event-410", json!({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "gone"}}).to_string(), |r| {
             assert_eq!(r.unwrap(), WatchEvent::Error(KubeError::Gone { message: "gone".into() }));

@@ -644,6 +644,8 @@ fn api_fault_campaign() {
     let srv = ApiServer::start(Options {
         // A short history, so resumed watches meet 410 on their own too.
         history: 20,
+        // Busy streams, so that faults "after N events" fire without waiting a minute.
+        bookmark_every: Some(Duration::from_millis(200)),
         ..Options::default()
     });
     let api = common::relay::ApiInNetns::new(bed.sb.ns(), bed.sb.dir(), &srv.url(), None);

@@ -15,11 +15,13 @@ pub enum KubeError {
     Forbidden { message: String },
     /// HTTP 404 on a collection: usually the CRD is not installed.
     NotFound { url: String, message: String },
-    /// Any other non-2xx answer, with the API `Status` fields kept.
+    /// Any other non-2xx answer, with the API `Status` fields kept, and the seconds of a
+    /// `Retry-After` header (429 and 503 from API Priority and Fairness send one).
     Status {
         code: u16,
         reason: String,
         message: String,
+        retry_after: Option<u64>,
     },
     /// The TLS handshake failed (unknown CA, name mismatch, bad client certificate).
     Tls { server: String, detail: String },
@@ -48,7 +50,37 @@ impl KubeError {
                 code,
                 reason,
                 message,
+                retry_after: None,
             },
+        }
+    }
+
+    /// The same error with the `Retry-After` the server sent (a `Status` error only).
+    pub fn with_retry_after(self, seconds: Option<u64>) -> KubeError {
+        match self {
+            KubeError::Status {
+                code,
+                reason,
+                message,
+                ..
+            } => KubeError::Status {
+                code,
+                reason,
+                message,
+                retry_after: seconds,
+            },
+            other => other,
+        }
+    }
+
+    /// How long the server asked us to wait, if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            KubeError::Status {
+                retry_after: Some(s),
+                ..
+            } => Some(std::time::Duration::from_secs(*s)),
+            _ => None,
         }
     }
 
@@ -74,7 +106,14 @@ impl fmt::Display for KubeError {
                 code,
                 reason,
                 message,
-            } => write!(f, "API error {code} {reason}: {message}"),
+                retry_after,
+            } => {
+                write!(f, "API error {code} {reason}: {message}")?;
+                if let Some(s) = retry_after {
+                    write!(f, " (Retry-After {s}s)")?;
+                }
+                Ok(())
+            }
             KubeError::Tls { server, detail } => write!(f, "TLS with {server} failed: {detail}"),
             KubeError::Transport { what, detail } => write!(f, "{what}: {detail}"),
             KubeError::Decode { what, detail } => write!(f, "cannot decode {what}: {detail}"),

@@ -104,6 +104,20 @@ fn read_token(path: &std::path::Path) -> Result<String, KubeError> {
     Ok(t.trim().to_string())
 }
 
+/// The errors of a request sent on a connection the peer had closed while it was idle in
+/// the pool: reset, aborted, broken pipe, EOF before any response, or ureq's "peer
+/// disconnected" for the same.
+fn stale_connection(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind as K;
+    match e {
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof
+        ),
+        _ => false,
+    }
+}
+
 /// Resolves the `tls-server-name` host to the configured server's address.
 #[derive(Debug)]
 struct OverrideResolver {
@@ -384,21 +398,39 @@ impl Client {
         watch: bool,
     ) -> Result<ureq::http::Response<ureq::Body>, KubeError> {
         let url = self.url(path, query);
-        let mut req = self.agent().get(&url).header("Accept", "application/json");
-        if let Some(t) = self.tokens.token()? {
-            req = req.header("Authorization", format!("Bearer {t}"));
-        }
-        let req = if watch {
-            req.config()
-                .timeout_recv_body(None)
-                .timeout_per_read(Some(self.cfg.watch_stall_timeout))
-                .build()
-        } else {
-            req.config()
-                .timeout_recv_body(Some(self.cfg.request_timeout))
-                .build()
+        // Surface a token file that cannot be read as what it is.
+        let token = self.tokens.token()?;
+        let send = || -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+            let mut req = self.agent().get(&url).header("Accept", "application/json");
+            if let Some(t) = &token {
+                req = req.header("Authorization", format!("Bearer {t}"));
+            }
+            let req = if watch {
+                req.config()
+                    .timeout_recv_body(None)
+                    .timeout_per_read(Some(self.cfg.watch_stall_timeout))
+                    .build()
+            } else {
+                req.config()
+                    .timeout_recv_body(Some(self.cfg.request_timeout))
+                    .build()
+            };
+            req.call()
         };
-        let resp = req.call().map_err(|e| {
+        let resp = match send() {
+            // A pooled keep-alive connection the server or a load balancer closed while it
+            // sat idle fails the first request sent on it: a GET is idempotent, so it is
+            // sent again once, on a new connection, without counting as an error.
+            Err(e) if stale_connection(&e) => {
+                log::debug!(
+                    "server={} {path}: {e}; retrying once on a new connection",
+                    self.server
+                );
+                send()
+            }
+            r => r,
+        };
+        let resp = resp.map_err(|e| {
             let e = self.map_err(e, path);
             if matches!(e, KubeError::Tls { .. }) {
                 self.mark_stale();
@@ -406,6 +438,11 @@ impl Client {
             e
         })?;
         let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         if (200..300).contains(&status) {
             return Ok(resp);
         }
@@ -427,7 +464,7 @@ impl Client {
         } else {
             st.message
         };
-        Err(KubeError::from_status(status, path, st.reason, message))
+        Err(KubeError::from_status(status, path, st.reason, message).with_retry_after(retry_after))
     }
 
     /// GET a non-watch resource (a LIST page, one object); the whole body.

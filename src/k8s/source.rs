@@ -21,7 +21,10 @@ use super::http::Client;
 use super::manifests::{self, ManifestsConfig};
 use super::store::{Change, Store, Stores};
 use super::types::{Kind, Namespace, Pod, Resource};
-use super::watch::{Delta, Request, Step, WatchConfig, Watcher, decode_event, decode_list};
+use super::watch::{
+    BadEvent, Delta, Request, Step, WatchConfig, Watcher, bad_event_identity, decode_event,
+    decode_list,
+};
 
 /// What the source tells the controllers.
 #[derive(Debug, Clone, PartialEq)]
@@ -266,6 +269,14 @@ pub(crate) fn apply_delta<T: Watched>(
 ) -> bool {
     let changes = match d {
         Delta::Replace(objs) => store.replace(objs),
+        Delta::ReplaceKeeping(mut objs, keep) => {
+            for k in keep {
+                if let Some(o) = store.get(&k) {
+                    objs.push(T::clone(&o));
+                }
+            }
+            store.replace(objs)
+        }
         Delta::Apply(o) => store.apply(o).into_iter().collect(),
         Delta::Delete(o) => store.delete(&o.key()).into_iter().collect(),
     };
@@ -352,10 +363,14 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                 {
                     Ok(page) => {
                         attempts = 0;
+                        for (key, err) in &page.skipped {
+                            log::error!(
+                                "kind={} object={key} cannot be decoded, skipped (its previous version, if any, is kept): {err}",
+                                ctx.kind
+                            );
+                        }
                         if let Some(d) = w.on_list_page(page) {
-                            if !apply_delta(store, d, &ctx.events, &ctx.stop) {
-                                return;
-                            }
+                            // Status first: whoever sees the list's events sees it counted.
                             let relist = synced;
                             set_status(&ctx.status, ctx.kind, |s| {
                                 s.synced = true;
@@ -363,6 +378,9 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                                 s.relists += u64::from(relist);
                                 s.last_ok = Some(Instant::now());
                             });
+                            if !apply_delta(store, d, &ctx.events, &ctx.stop) {
+                                return;
+                            }
                             if !synced {
                                 synced = true;
                                 log::info!(
@@ -399,7 +417,7 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                         continue;
                     }
                 };
-                w.on_watch_opened();
+                w.on_watch_opened(Instant::now());
                 loop {
                     let line = match stream.next_line() {
                         None => {
@@ -420,9 +438,29 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                     let ev = match decode_event::<T>(&line) {
                         Ok(ev) => ev,
                         Err(e) => {
-                            attempts += 1;
-                            ctx.record_error(&e, attempts);
-                            failed(&mut w, e, false);
+                            // One undecodable object must not stall the kind: skip it
+                            // (named), and relist if it keeps coming back.
+                            let id = bad_event_identity(&line);
+                            let key = id.as_ref().map(|(k, _)| k.as_str());
+                            let rv = id.as_ref().map(|(_, r)| r.as_str());
+                            let what = w.on_bad_event(key, rv, e.clone(), Instant::now());
+                            log::error!(
+                                "kind={} object={} undecodable watch event ({e}): {}",
+                                ctx.kind,
+                                key.unwrap_or("?"),
+                                match what {
+                                    BadEvent::Skipped => "skipped",
+                                    BadEvent::Rewatch => "re-watching",
+                                    BadEvent::Relist => "it came back: relisting",
+                                }
+                            );
+                            set_status(&ctx.status, ctx.kind, |s| {
+                                s.last_error = Some(e.to_string());
+                                s.errors_total += 1;
+                            });
+                            if what == BadEvent::Skipped {
+                                continue;
+                            }
                             break;
                         }
                     };

@@ -114,6 +114,10 @@ pub enum Step {
 pub enum Delta<T> {
     /// A full list: the store must hold exactly these objects.
     Replace(Vec<T>),
+    /// A full list in which the objects with these keys could not be decoded: the store
+    /// holds these objects and keeps its own version of those keys ("I could not read it"
+    /// is not "it was deleted").
+    ReplaceKeeping(Vec<T>, Vec<String>),
     Apply(T),
     Delete(T),
 }
@@ -124,7 +128,26 @@ pub struct ListPage<T> {
     pub items: Vec<T>,
     pub resource_version: String,
     pub continue_token: Option<String>,
+    /// Items that could not be decoded: (key, why). The rest of the page is good.
+    pub skipped: Vec<(String, String)>,
 }
+
+/// What to do about a watch line that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadEvent {
+    /// Skipped: its resourceVersion is known, the stream goes on past it.
+    Skipped,
+    /// The stream must be abandoned and re-watched (after the backoff).
+    Rewatch,
+    /// The same object (or line) keeps failing: relist.
+    Relist,
+}
+
+/// Below this, a watch that ended without any event is suspicious (client-go's reflector
+/// uses the same second): back off instead of re-watching at once.
+pub const QUIET_WATCH_MIN: Duration = Duration::from_secs(1);
+/// The longest `Retry-After` honoured (API Priority and Fairness sends small ones).
+pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 
 /// One decoded watch line.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,8 +171,15 @@ pub struct Watcher<T> {
     backoff: Backoff,
     retry_at: Option<Instant>,
     last_error: Option<KubeError>,
-    /// Events received on the current stream (a stream that ends with none backs off).
+    /// Events received on the current stream, and when it opened: a stream that ends
+    /// with none within [`QUIET_WATCH_MIN`] backs off.
     stream_events: u64,
+    stream_opened: Option<Instant>,
+    /// Undecodable events per object key (or `""` for lines without one), since the last
+    /// list: the second failure of the same one relists.
+    bad_events: std::collections::HashMap<String, u32>,
+    /// Keys of list items that could not be decoded, over the pages of this list.
+    skipped: Vec<String>,
 }
 
 impl<T: Resource> Watcher<T> {
@@ -162,6 +192,9 @@ impl<T: Resource> Watcher<T> {
             retry_at: None,
             last_error: None,
             stream_events: 0,
+            stream_opened: None,
+            bad_events: std::collections::HashMap::new(),
+            skipped: Vec::new(),
         }
     }
 
@@ -198,7 +231,12 @@ impl<T: Resource> Watcher<T> {
     }
 
     fn fail(&mut self, err: KubeError, now: Instant) -> Duration {
-        let d = self.backoff.next_delay();
+        let mut d = self.backoff.next_delay();
+        // 429/503 with Retry-After (API Priority and Fairness): wait what the server
+        // asked, capped, and never less than our own backoff.
+        if let Some(ra) = err.retry_after() {
+            d = d.max(ra.min(RETRY_AFTER_MAX));
+        }
         self.retry_at = Some(now + d);
         self.last_error = Some(err);
         d
@@ -210,10 +248,13 @@ impl<T: Resource> Watcher<T> {
         self.last_error = None;
     }
 
-    /// A LIST page arrived. Returns `Replace` after the last page.
+    /// A LIST page arrived. Returns `Replace` (or `ReplaceKeeping`, when items could not
+    /// be decoded) after the last page.
     pub fn on_list_page(&mut self, page: ListPage<T>) -> Option<Delta<T>> {
         self.succeed();
         self.buffer.extend(page.items);
+        self.skipped
+            .extend(page.skipped.into_iter().map(|(k, _)| k));
         match page.continue_token.filter(|c| !c.is_empty()) {
             Some(c) => {
                 self.state = State::Listing { continue_token: c };
@@ -223,22 +264,70 @@ impl<T: Resource> Watcher<T> {
                 self.state = State::Watching {
                     rv: page.resource_version,
                 };
-                Some(Delta::Replace(std::mem::take(&mut self.buffer)))
+                self.bad_events.clear();
+                let objs = std::mem::take(&mut self.buffer);
+                let skipped = std::mem::take(&mut self.skipped);
+                Some(if skipped.is_empty() {
+                    Delta::Replace(objs)
+                } else {
+                    Delta::ReplaceKeeping(objs, skipped)
+                })
             }
         }
     }
 
-    /// A LIST request failed (including an expired continue token, 410): start the list
-    /// again from the first page after the backoff. Returns the delay.
+    /// A LIST request failed. Part way through a paginated list, the next attempt resumes
+    /// with the same continue token (client-go's pager does too) — unless the token
+    /// expired (410), which starts the list again from the first page. Returns the delay.
     pub fn on_list_error(&mut self, err: KubeError, now: Instant) -> Duration {
-        self.buffer.clear();
-        self.state = State::NeedList;
+        let resumable =
+            matches!(self.state, State::Listing { .. }) && !matches!(err, KubeError::Gone { .. });
+        if !resumable {
+            self.buffer.clear();
+            self.skipped.clear();
+            self.state = State::NeedList;
+        }
         self.fail(err, now)
     }
 
     /// The WATCH request was answered 200 and the stream is open.
-    pub fn on_watch_opened(&mut self) {
+    pub fn on_watch_opened(&mut self, now: Instant) {
         self.stream_events = 0;
+        self.stream_opened = Some(now);
+    }
+
+    /// A watch line that does not decode. With the object's resourceVersion known the
+    /// stream goes on past it (the store keeps that object's previous version); the same
+    /// object failing again, or three lines without a resourceVersion, relist.
+    pub fn on_bad_event(
+        &mut self,
+        key: Option<&str>,
+        rv: Option<&str>,
+        err: KubeError,
+        now: Instant,
+    ) -> BadEvent {
+        let n = self
+            .bad_events
+            .entry(key.unwrap_or("").to_string())
+            .or_insert(0);
+        *n += 1;
+        let limit = if key.is_some() { 2 } else { 3 };
+        if *n >= limit {
+            self.state = State::NeedList;
+            self.fail(err, now);
+            return BadEvent::Relist;
+        }
+        match (rv, &mut self.state) {
+            (Some(v), State::Watching { rv }) if !v.is_empty() => {
+                *rv = v.to_string();
+                self.last_error = Some(err);
+                BadEvent::Skipped
+            }
+            _ => {
+                self.fail(err, now);
+                BadEvent::Rewatch
+            }
+        }
     }
 
     /// One line of the stream. Returns the store change, if any; an `Err` means the
@@ -287,17 +376,24 @@ impl<T: Resource> Watcher<T> {
         self.fail(err, now)
     }
 
-    /// The stream ended cleanly (server-side timeout). Re-watch from `rv` at once — unless
-    /// the stream delivered nothing, which would otherwise be a hot loop.
+    /// The stream ended cleanly (the server's `timeoutSeconds`). Re-watch from `rv` at once:
+    /// a quiet resource (no events, and no bookmarks when the server's watch cache is off)
+    /// is not a failure. Only a stream that ended with no event within
+    /// [`QUIET_WATCH_MIN`] of opening backs off, as it would otherwise be a hot loop.
     pub fn on_watch_end(&mut self, now: Instant) {
-        if self.stream_events == 0 {
+        let quick = self
+            .stream_opened
+            .is_none_or(|t| now.saturating_duration_since(t) < QUIET_WATCH_MIN);
+        if self.stream_events == 0 && quick {
             self.fail(
                 KubeError::Transport {
                     what: "watch".to_string(),
-                    detail: "stream ended without any event".to_string(),
+                    detail: "stream ended at once without any event".to_string(),
                 },
                 now,
             );
+        } else {
+            self.succeed();
         }
     }
 }
@@ -341,23 +437,55 @@ impl StatusWire {
     }
 }
 
-/// Decode a LIST response body.
+/// Decode a LIST response body. An item that does not decode is skipped and named in
+/// `skipped` (its key, when its metadata has one): one bad object must not fail the list.
 pub fn decode_list<T: Resource>(body: &[u8]) -> Result<ListPage<T>, KubeError> {
-    let w: ListWire<T::Wire> = serde_json::from_slice(body).map_err(|e| KubeError::Decode {
-        what: format!("{} list", T::KIND),
-        detail: e.to_string(),
-    })?;
+    let w: ListWire<serde_json::Value> =
+        serde_json::from_slice(body).map_err(|e| KubeError::Decode {
+            what: format!("{} list", T::KIND),
+            detail: e.to_string(),
+        })?;
     if w.metadata.resource_version.is_empty() {
         return Err(KubeError::Decode {
             what: format!("{} list", T::KIND),
             detail: "no metadata.resourceVersion".to_string(),
         });
     }
+    let mut items = Vec::with_capacity(w.items.len());
+    let mut skipped = Vec::new();
+    for v in w.items {
+        let key = identity(&v).map(|(k, _)| k);
+        match T::decode(v) {
+            Ok(o) => items.push(o),
+            Err(e) => skipped.push((key.unwrap_or_default(), e.to_string())),
+        }
+    }
     Ok(ListPage {
-        items: w.items.into_iter().map(T::from_wire).collect(),
+        items,
         resource_version: w.metadata.resource_version,
         continue_token: w.metadata.continue_token,
+        skipped,
     })
+}
+
+/// An object's key (`namespace/name`) and resourceVersion, read leniently from whatever
+/// parts of its metadata are strings.
+fn identity(v: &serde_json::Value) -> Option<(String, String)> {
+    let m = v.get("metadata")?;
+    let name = m.get("name")?.as_str()?;
+    let ns = m.get("namespace").and_then(|n| n.as_str()).unwrap_or("");
+    let rv = m
+        .get("resourceVersion")
+        .and_then(|r| r.as_str())
+        .unwrap_or("");
+    Some((super::types::object_key(ns, name), rv.to_string()))
+}
+
+/// The object key and resourceVersion of a watch line that did not decode, when its
+/// envelope and metadata still say them.
+pub fn bad_event_identity(line: &[u8]) -> Option<(String, String)> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    identity(v.get("object")?)
 }
 
 #[derive(Deserialize)]

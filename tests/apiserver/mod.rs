@@ -7,9 +7,18 @@
 //! CRDs when they are not installed, and one-shot fault injection ([`Fault`]).
 //!
 //! Objects are plain JSON; tests mutate them through [`ApiServer::create`]/`update`/
-//! `delete`, which record watch events like the real server does. Every connection
-//! carries one request and is closed afterwards (`Connection: close`), watch bodies use
-//! real chunked transfer encoding (one event per chunk) so the client's parser is tested.
+//! `delete`, which record watch events like the real server does.
+//!
+//! Where tether could notice, it behaves like kube-apiserver (cited per item in
+//! `serve.rs`): keep-alive connections (Go's net/http serves many requests per
+//! connection); watch streams that end when the client goes away; bookmarks about once a
+//! minute plus one 2 s before the watch's deadline (the watch cache's cadence; tests that
+//! want them faster set [`Options::bookmark_every`]); the real BOOKMARK object shape;
+//! `labelSelector`; `/version` and legacy discovery (`/api`, `/apis`, the group versions);
+//! 422 for an invalid `resourceVersionMatch`. Watch bodies use real chunked transfer
+//! encoding, one event per chunk by default, or several per chunk and split across chunks
+//! ([`Chunking`]) so the client's parser is tested. It is itself checked against a real
+//! client: `kubectl` (`tests/kubectl.rs`).
 
 // Each test crate uses a different part of the server.
 #![allow(dead_code)]
@@ -112,10 +121,26 @@ pub struct Options {
     /// Watch events kept; a watch from before the oldest gets 410.
     pub history: usize,
     pub crds_installed: bool,
-    /// Bookmark period on idle watches that asked for bookmarks.
+    /// Bookmark period on idle watches that asked for bookmarks (kube-apiserver: about a
+    /// minute). A bookmark also goes 2 s before the watch's deadline.
     pub bookmark_every: Option<Duration>,
     /// Report "too old" watches as HTTP 410 instead of a 200 + ERROR event.
     pub gone_as_http: bool,
+    /// How watch events are cut into chunks.
+    pub chunking: Chunking,
+    /// Play a load balancer that forgets idle connections: a request arriving on a
+    /// connection idle for longer than this is answered by closing it.
+    pub forget_idle_after: Option<Duration>,
+}
+
+/// How watch events go into HTTP chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunking {
+    /// One event per chunk (what kube-apiserver's encoder does with HTTP/1.1).
+    PerEvent,
+    /// Every event ready at once in one chunk, and chunks of at most `n` bytes, so events
+    /// span chunks (what a proxy re-chunking the stream does).
+    Split(usize),
 }
 
 impl Default for Options {
@@ -127,8 +152,10 @@ impl Default for Options {
             require_auth: false,
             history: 1000,
             crds_installed: true,
-            bookmark_every: Some(Duration::from_millis(200)),
+            bookmark_every: Some(Duration::from_secs(60)),
             gone_as_http: false,
+            chunking: Chunking::PerEvent,
+            forget_idle_after: None,
         }
     }
 }
@@ -232,6 +259,8 @@ fn reason_phrase(code: u16) -> &'static str {
         401 => "Unauthorized",
         404 => "Not Found",
         410 => "Gone",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         _ => "Error",

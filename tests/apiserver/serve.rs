@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{
-    Certs, Fault, FaultAction, On, Shared, Snapshot, kind_of, reason_phrase, resource_static,
-    status_body,
+    Certs, Chunking, Fault, FaultAction, On, Shared, Snapshot, kind_of, reason_phrase,
+    resource_static, status_body,
 };
 
 pub(super) fn server_tls(c: &Certs, client_auth: bool) -> rustls::ServerConfig {
@@ -102,6 +102,15 @@ struct Req {
     query: HashMap<String, String>,
     bearer: Option<String>,
     client_cert: bool,
+    /// The client asked to close the connection after this request.
+    close: bool,
+}
+
+/// What the connection does after a request.
+#[derive(PartialEq, Eq)]
+enum Next {
+    KeepAlive,
+    Close,
 }
 
 fn percent_decode(s: &str) -> String {
@@ -122,12 +131,16 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn read_request(conn: &mut Conn) -> Option<Req> {
-    let mut r = BufReader::new(conn);
+/// Read one request head from a connection kept across requests (one `BufReader` for the
+/// connection's life, so nothing a client sends early is lost).
+fn read_request(r: &mut BufReader<Conn>) -> Option<Req> {
     let mut line = String::new();
-    r.read_line(&mut line).ok()?;
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
     let target = line.split_whitespace().nth(1)?.to_string();
     let mut bearer = None;
+    let mut close = false;
     loop {
         let mut h = String::new();
         if r.read_line(&mut h).ok()? == 0 {
@@ -140,6 +153,8 @@ fn read_request(conn: &mut Conn) -> Option<Req> {
         if let Some((k, v)) = h.split_once(':') {
             if k.eq_ignore_ascii_case("authorization") {
                 bearer = v.trim().strip_prefix("Bearer ").map(str::to_string);
+            } else if k.eq_ignore_ascii_case("connection") {
+                close = v.trim().eq_ignore_ascii_case("close");
             }
         }
     }
@@ -157,6 +172,7 @@ fn read_request(conn: &mut Conn) -> Option<Req> {
         query,
         bearer,
         client_cert: false,
+        close,
     })
 }
 
@@ -166,23 +182,155 @@ fn write_counted(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
     conn.write_all(data)
 }
 
-fn respond(sh: &Shared, conn: &mut Conn, code: u16, body: &Value) {
-    respond_bytes(sh, conn, code, &serde_json::to_vec(body).unwrap());
+fn respond(sh: &Shared, conn: &mut Conn, code: u16, body: &Value) -> Next {
+    respond_bytes(sh, conn, code, &serde_json::to_vec(body).unwrap())
 }
 
-fn respond_bytes(sh: &Shared, conn: &mut Conn, code: u16, body: &[u8]) {
+/// A whole response; the connection stays open for the next request (HTTP/1.1, as Go's
+/// net/http serves kube-apiserver's clients).
+fn respond_bytes(sh: &Shared, conn: &mut Conn, code: u16, body: &[u8]) -> Next {
     let head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         reason_phrase(code),
         body.len()
     );
-    let _ = write_counted(sh, conn, head.as_bytes()).and_then(|_| write_counted(sh, conn, body));
-    let _ = conn.flush();
-    conn.close();
+    let ok = write_counted(sh, conn, head.as_bytes())
+        .and_then(|_| write_counted(sh, conn, body))
+        .and_then(|_| conn.flush())
+        .is_ok();
+    if ok { Next::KeepAlive } else { Next::Close }
 }
 
-fn status(sh: &Shared, conn: &mut Conn, code: u16, reason: &str, message: &str) {
-    respond(sh, conn, code, &status_body(code, reason, message));
+fn status(sh: &Shared, conn: &mut Conn, code: u16, reason: &str, message: &str) -> Next {
+    respond(sh, conn, code, &status_body(code, reason, message))
+}
+
+/// `/version` and legacy discovery, as kube-apiserver answers them (kubectl asks for the
+/// aggregated form first and falls back to these when the answer is plain JSON).
+fn discovery(path: &str, crds: bool) -> Option<Value> {
+    let resource = |name: &str, kind: &str, namespaced: bool, short: &[&str]| {
+        json!({"name": name, "singularName": kind.to_lowercase(), "namespaced": namespaced,
+               "kind": kind, "verbs": ["get", "list", "watch"], "shortNames": short})
+    };
+    Some(match path.trim_end_matches('/') {
+        "/version" => json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0",
+            "gitCommit": "tether-test", "gitTreeState": "clean", "buildDate": "2026-11-30T09:00:00Z",
+            "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"}),
+        "/api" => json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
+        "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+            resource("namespaces", "Namespace", false, &["ns"]),
+            resource("pods", "Pod", true, &["po"])]}),
+        "/apis" => {
+            let groups = if crds {
+                vec![json!({"name": "crd.antrea.io", "versions": [
+                    {"groupVersion": "crd.antrea.io/v1alpha2", "version": "v1alpha2"},
+                    {"groupVersion": "crd.antrea.io/v1alpha1", "version": "v1alpha1"}],
+                    "preferredVersion": {"groupVersion": "crd.antrea.io/v1alpha2", "version": "v1alpha2"}})]
+            } else {
+                Vec::new()
+            };
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
+        "/apis/crd.antrea.io/v1alpha2" if crds => {
+            json!({"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": "crd.antrea.io/v1alpha2",
+            "resources": [resource("trafficcontrols", "TrafficControl", false, &["tc"])]})
+        }
+        "/apis/crd.antrea.io/v1alpha1" if crds => {
+            json!({"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": "crd.antrea.io/v1alpha1",
+            "resources": [resource("externalnodes", "ExternalNode", true, &["en"])]})
+        }
+        _ => return None,
+    })
+}
+
+/// The label selector grammar of `k8s.io/apimachinery/pkg/labels` that clients send:
+/// `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`, comma-separated.
+#[derive(Debug)]
+enum LabelReq {
+    Eq(String, String),
+    Ne(String, String),
+    Exists(String),
+    Absent(String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+fn label_selector(s: &str) -> Result<Vec<LabelReq>, String> {
+    // Split on commas outside parentheses.
+    let mut parts = Vec::new();
+    let (mut depth, mut cur) = (0, String::new());
+    for c in s.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    parts.push(cur);
+    let set = |v: &str| -> Vec<String> {
+        v.trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .collect()
+    };
+    let mut out = Vec::new();
+    for p in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        let r = if let Some((k, v)) = p.split_once("!=") {
+            LabelReq::Ne(k.trim().into(), v.trim().into())
+        } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+            LabelReq::Eq(k.trim().into(), v.trim().into())
+        } else if let Some((k, v)) = p.split_once(" notin ") {
+            LabelReq::NotIn(k.trim().into(), set(v))
+        } else if let Some((k, v)) = p.split_once(" in ") {
+            LabelReq::In(k.trim().into(), set(v))
+        } else if let Some(k) = p.strip_prefix('!') {
+            LabelReq::Absent(k.trim().into())
+        } else if p
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        {
+            LabelReq::Exists(p.into())
+        } else {
+            return Err(format!("unable to parse requirement: {p:?}"));
+        };
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn labels_match(obj: &Value, sel: &[LabelReq]) -> bool {
+    let l = |k: &str| obj["metadata"]["labels"][k].as_str().map(str::to_string);
+    sel.iter().all(|r| match r {
+        LabelReq::Eq(k, v) => l(k).as_deref() == Some(v.as_str()),
+        LabelReq::Ne(k, v) => l(k).as_deref() != Some(v.as_str()),
+        LabelReq::Exists(k) => l(k).is_some(),
+        LabelReq::Absent(k) => l(k).is_none(),
+        LabelReq::In(k, vs) => l(k).is_some_and(|x| vs.contains(&x)),
+        LabelReq::NotIn(k, vs) => l(k).is_none_or(|x| !vs.contains(&x)),
+    })
+}
+
+/// What a LIST or WATCH selects.
+struct Selection {
+    ns: Option<String>,
+    fields: Vec<(String, String)>,
+    labels: Vec<LabelReq>,
+}
+
+impl Selection {
+    fn matches(&self, obj: &Value) -> bool {
+        matches(obj, &self.ns, &self.fields) && labels_match(obj, &self.labels)
+    }
 }
 
 /// (resource plural, namespace) for a collection path, or None (404).
@@ -291,9 +439,11 @@ fn take_fault(sh: &Shared, on: On, resource: &str) -> Option<FaultAction> {
 }
 
 pub(super) fn handle_conn(sh: &Shared, sock: TcpStream) {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+    // Idle keep-alive connections are closed after a while, as a real server's idle
+    // timeout does (the client then opens a new one).
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = sock.set_nodelay(true);
-    let mut conn = match &sh.tls {
+    let conn = match &sh.tls {
         None => Conn::Plain(sock),
         Some(cfg) => {
             let Ok(c) = rustls::ServerConnection::new(Arc::clone(cfg)) else {
@@ -311,14 +461,40 @@ pub(super) fn handle_conn(sh: &Shared, sock: TcpStream) {
     };
     let client_cert =
         matches!(&conn, Conn::Tls(t) if t.conn.peer_certificates().is_some_and(|c| !c.is_empty()));
-    let Some(mut req) = read_request(&mut conn) else {
-        return;
-    };
-    req.client_cert = client_cert;
-    serve(sh, &mut conn, &req);
+    let mut r = BufReader::new(conn);
+    let mut last = Instant::now();
+    loop {
+        let Some(mut req) = read_request(&mut r) else {
+            return;
+        };
+        if sh.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        req.client_cert = client_cert;
+        if sh
+            .opts
+            .forget_idle_after
+            .is_some_and(|t| last.elapsed() > t)
+        {
+            // A load balancer that dropped the idle connection: nothing comes back.
+            sh.state
+                .lock()
+                .unwrap()
+                .requests
+                .push(format!("FORGOT idle connection, dropped GET {}", req.path));
+            r.get_mut().cut();
+            return;
+        }
+        let next = serve(sh, r.get_mut(), &req);
+        if next == Next::Close || req.close {
+            r.get_mut().close();
+            return;
+        }
+        last = Instant::now();
+    }
 }
 
-fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
+fn serve(sh: &Shared, conn: &mut Conn, req: &Req) -> Next {
     let watch = req
         .query
         .get("watch")
@@ -343,6 +519,9 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
     if !authorized {
         return status(sh, conn, 401, "Unauthorized", "Unauthorized");
     }
+    if let Some(body) = discovery(&req.path, crds) {
+        return respond(sh, conn, 200, &body);
+    }
     let Some((resource, ns)) = route(&req.path, crds) else {
         return status(
             sh,
@@ -352,6 +531,36 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
             "the server could not find the requested resource",
         );
     };
+    // resourceVersionMatch, as staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/
+    // validation ValidateListOptions: only NotOlderThan and Exact, never with watch, only
+    // with a resourceVersion (Exact: not "0"). Otherwise 422 Invalid.
+    if let Some(m) = req.query.get("resourceVersionMatch") {
+        let rv = req
+            .query
+            .get("resourceVersion")
+            .map(String::as_str)
+            .unwrap_or("");
+        let problem = if watch {
+            Some("resourceVersionMatch is forbidden for watch")
+        } else if !matches!(m.as_str(), "NotOlderThan" | "Exact") {
+            Some("supported values: \"Exact\", \"NotOlderThan\"")
+        } else if rv.is_empty() {
+            Some("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        } else if m == "Exact" && rv == "0" {
+            Some("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            let mut body = status_body(
+                422,
+                "Invalid",
+                &format!("resourceVersionMatch: Invalid value: {m:?}: {p}"),
+            );
+            body["details"] = json!({"causes": [{"reason": "FieldValueInvalid", "message": p, "field": "resourceVersionMatch"}]});
+            return respond(sh, conn, 422, &body);
+        }
+    }
     let fields = match field_selector(
         req.query
             .get("fieldSelector")
@@ -361,6 +570,16 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
         Ok(f) => f,
         Err(e) => return status(sh, conn, 400, "BadRequest", &e),
     };
+    let labels = match label_selector(
+        req.query
+            .get("labelSelector")
+            .map(String::as_str)
+            .unwrap_or(""),
+    ) {
+        Ok(l) => l,
+        Err(e) => return status(sh, conn, 400, "BadRequest", &e),
+    };
+    let sel = Selection { ns, fields, labels };
     let fault = take_fault(sh, if watch { On::Watch } else { On::List }, &resource);
     let mut stream_fault = None;
     match fault {
@@ -374,7 +593,10 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
                 &format!("injected fault {code}"),
             );
         }
-        Some(FaultAction::Drop) => return conn.cut(),
+        Some(FaultAction::Drop) => {
+            conn.cut();
+            return Next::Close;
+        }
         Some(FaultAction::HttpGone) if watch => {
             return status(
                 sh,
@@ -407,20 +629,13 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) {
     }
     if watch {
         sh.watches_opened.fetch_add(1, Ordering::SeqCst);
-        serve_watch(sh, conn, req, &resource, &ns, &fields, stream_fault);
+        serve_watch(sh, conn, req, &resource, &sel, stream_fault)
     } else {
-        serve_list(sh, conn, req, &resource, &ns, &fields);
+        serve_list(sh, conn, req, &resource, &sel)
     }
 }
 
-fn serve_list(
-    sh: &Shared,
-    conn: &mut Conn,
-    req: &Req,
-    resource: &str,
-    ns: &Option<String>,
-    fields: &[(String, String)],
-) {
+fn serve_list(sh: &Shared, conn: &mut Conn, req: &Req, resource: &str, sel: &Selection) -> Next {
     let limit: usize = req
         .query
         .get("limit")
@@ -450,7 +665,7 @@ fn serve_list(
             let items: Vec<Arc<Vec<u8>>> = st
                 .objects
                 .iter()
-                .filter(|((r, _), o)| r == resource && matches(o, ns, fields))
+                .filter(|((r, _), o)| r == resource && sel.matches(o))
                 .map(|(id, _)| Arc::clone(&st.encoded[id]))
                 .collect();
             let id = st.next_snapshot;
@@ -492,7 +707,7 @@ fn serve_list(
         body.extend_from_slice(item);
     }
     body.extend_from_slice(b"]}");
-    respond_bytes(sh, conn, 200, &body);
+    respond_bytes(sh, conn, 200, &body)
 }
 
 fn chunk(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
@@ -502,22 +717,86 @@ fn chunk(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
     conn.flush()
 }
 
+/// Write ready event lines as the configured chunking cuts them.
+fn send_lines(sh: &Shared, conn: &mut Conn, lines: &[Vec<u8>]) -> io::Result<()> {
+    match sh.opts.chunking {
+        Chunking::PerEvent => {
+            for l in lines {
+                chunk(sh, conn, l)?;
+            }
+            Ok(())
+        }
+        Chunking::Split(n) => {
+            let all: Vec<u8> = lines.concat();
+            for part in all.chunks(n.max(1)) {
+                chunk(sh, conn, part)?;
+            }
+            Ok(())
+        }
+    }
+}
+
 fn event_line(type_: &str, obj: &Value) -> Vec<u8> {
     let mut v = serde_json::to_vec(&json!({"type": type_, "object": obj})).unwrap();
     v.push(b'\n');
     v
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A BOOKMARK's object as kube-apiserver sends it: an empty object of the watched kind
+/// with only `metadata.resourceVersion` set — typed objects serialize their zero values
+/// (`creationTimestamp: null`, a Pod's `spec.containers: null`), custom resources do not.
+fn bookmark_object(kind: &str, api_version: &str, rv: u64) -> Value {
+    let mut o = json!({"kind": kind, "apiVersion": api_version,
+                       "metadata": {"resourceVersion": rv.to_string()}});
+    match kind {
+        "Pod" => {
+            o["metadata"]["creationTimestamp"] = Value::Null;
+            o["spec"] = json!({"containers": null});
+            o["status"] = json!({});
+        }
+        "Namespace" => {
+            o["metadata"]["creationTimestamp"] = Value::Null;
+            o["spec"] = json!({});
+            o["status"] = json!({});
+        }
+        _ => {}
+    }
+    o
+}
+
+/// The client closed its end (or sent something, which a watching client never does):
+/// kube-apiserver's handler sees the request context cancelled and ends the watch.
+fn client_gone(conn: &Conn) -> bool {
+    let t = conn.tcp();
+    if t.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    let gone = match t.peek(&mut b) {
+        Ok(_) => true,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        Err(_) => true,
+    };
+    let _ = t.set_nonblocking(false);
+    gone
+}
+
+/// The end of a chunked watch body; the connection can carry the next request.
+fn end_stream(sh: &Shared, conn: &mut Conn) -> Next {
+    match chunk(sh, conn, b"") {
+        Ok(()) => Next::KeepAlive,
+        Err(_) => Next::Close,
+    }
+}
+
 fn serve_watch(
     sh: &Shared,
     conn: &mut Conn,
     req: &Req,
     resource: &str,
-    ns: &Option<String>,
-    fields: &[(String, String)],
+    sel: &Selection,
     fault: Option<FaultAction>,
-) {
+) -> Next {
     let timeout = Duration::from_secs(
         req.query
             .get("timeoutSeconds")
@@ -535,6 +814,21 @@ fn serve_watch(
         .unwrap_or_default();
     let (kind, api_version) = kind_of(resource);
     let started = Instant::now();
+    let deadline = started + timeout;
+    // kube-apiserver's watch cache (cacher/cache_watcher.go nextBookmarkTime): a bookmark
+    // every bookmarkFrequency (a minute), and one 2 s before the watch's deadline.
+    let pre_deadline = deadline.checked_sub(Duration::from_secs(2));
+    let next_bookmark = |now: Instant, pre_sent: bool| -> Option<Instant> {
+        if !bookmarks {
+            return None;
+        }
+        let periodic = sh.opts.bookmark_every.map(|e| now + e);
+        let pre = pre_deadline.filter(|p| !pre_sent && *p > now);
+        match (periodic, pre) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    };
 
     // Too old? Decide before the 200 when configured to answer HTTP 410.
     let mut cursor: u64;
@@ -544,7 +838,7 @@ fn serve_watch(
         if rv_param.is_empty() || rv_param == "0" {
             cursor = st.rv;
             for ((r, _), o) in &st.objects {
-                if r == resource && matches(o, ns, fields) {
+                if r == resource && sel.matches(o) {
                     initial.push(event_line("ADDED", o));
                 }
             }
@@ -557,14 +851,15 @@ fn serve_watch(
             }
         }
     }
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    let head =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     if write_counted(sh, conn, head.as_bytes())
         .and_then(|_| conn.flush())
         .is_err()
     {
-        return;
+        return Next::Close;
     }
-    let mut sent = 0usize;
+    let mut sent = initial.len();
     let gone_line = |cursor: u64, compacted: u64| {
         event_line(
             "ERROR",
@@ -575,16 +870,14 @@ fn serve_watch(
             ),
         )
     };
-    for line in initial {
-        if chunk(sh, conn, &line).is_err() {
-            return;
-        }
-        sent += 1;
+    if send_lines(sh, conn, &initial).is_err() {
+        return Next::Close;
     }
     let mut fault = fault;
     // "after N events" counts from when the fault was picked up.
     let mut base = 0usize;
-    let mut last_bookmark = Instant::now();
+    let mut pre_sent = false;
+    let mut bookmark_at = next_bookmark(started, pre_sent);
     loop {
         if fault.is_none() {
             fault = take_fault_where(sh, On::Watch, resource, is_stream_fault);
@@ -594,9 +887,10 @@ fn serve_watch(
         // Faults that trigger after N events.
         match &fault {
             Some(FaultAction::ErrorGone) => {
-                let _ = chunk(sh, conn, &gone_line(cursor, cursor + 1));
-                let _ = chunk(sh, conn, b"");
-                return conn.close();
+                if chunk(sh, conn, &gone_line(cursor, cursor + 1)).is_err() {
+                    return Next::Close;
+                }
+                return end_stream(sh, conn);
             }
             Some(FaultAction::CutMidChunk { after }) if since >= *after => {
                 let line = event_line(
@@ -606,13 +900,15 @@ fn serve_watch(
                 let _ = write_counted(sh, conn, format!("{:x}\r\n", line.len()).as_bytes());
                 let _ = write_counted(sh, conn, &line[..line.len() / 2]);
                 let _ = conn.flush();
-                return conn.cut();
+                conn.cut();
+                return Next::Close;
             }
             Some(FaultAction::Garbage { after }) if since >= *after => {
-                let _ = chunk(sh, conn, b"this is not json {\n");
                 // The client must give up on this stream; end it like a server would.
-                let _ = chunk(sh, conn, b"");
-                return conn.close();
+                if chunk(sh, conn, b"this is not json {\n").is_err() {
+                    return Next::Close;
+                }
+                return end_stream(sh, conn);
             }
             Some(FaultAction::StatusLine { after, code }) if since >= *after => {
                 let mut l = serde_json::to_vec(&status_body(
@@ -622,13 +918,13 @@ fn serve_watch(
                 ))
                 .unwrap();
                 l.push(b'\n');
-                let _ = chunk(sh, conn, &l);
-                let _ = chunk(sh, conn, b"");
-                return conn.close();
+                if chunk(sh, conn, &l).is_err() {
+                    return Next::Close;
+                }
+                return end_stream(sh, conn);
             }
             Some(FaultAction::EndStream { after }) if since >= *after => {
-                let _ = chunk(sh, conn, b"");
-                return conn.close();
+                return end_stream(sh, conn);
             }
             _ => {}
         }
@@ -636,17 +932,23 @@ fn serve_watch(
         {
             let mut st = sh.state.lock().unwrap();
             loop {
-                if sh.stop.load(Ordering::SeqCst) || started.elapsed() >= timeout {
+                let now = Instant::now();
+                if sh.stop.load(Ordering::SeqCst) || now >= deadline {
                     drop(st);
-                    let _ = chunk(sh, conn, b"");
-                    return conn.close();
+                    return end_stream(sh, conn);
+                }
+                if client_gone(conn) {
+                    st.requests
+                        .push(format!("WATCH {resource} ended: the client went away"));
+                    return Next::Close;
                 }
                 if cursor < st.compacted {
                     let l = gone_line(cursor, st.compacted);
                     drop(st);
-                    let _ = chunk(sh, conn, &l);
-                    let _ = chunk(sh, conn, b"");
-                    return conn.close();
+                    if chunk(sh, conn, &l).is_err() {
+                        return Next::Close;
+                    }
+                    return end_stream(sh, conn);
                 }
                 let from = cursor;
                 for h in st.history.iter().filter(|h| h.rv > from) {
@@ -654,8 +956,8 @@ fn serve_watch(
                     if h.resource != resource {
                         continue;
                     }
-                    let was = h.old.as_ref().is_some_and(|o| matches(o, ns, fields));
-                    let is = matches(&h.new, ns, fields);
+                    let was = h.old.as_ref().is_some_and(|o| sel.matches(o));
+                    let is = sel.matches(&h.new);
                     let t = match (h.type_, was, is) {
                         ("ADDED", _, true) => "ADDED",
                         ("MODIFIED", true, true) => "MODIFIED",
@@ -675,18 +977,17 @@ fn serve_watch(
                 if !lines.is_empty() {
                     break;
                 }
-                if bookmarks {
-                    if let Some(every) = sh.opts.bookmark_every {
-                        if last_bookmark.elapsed() >= every {
-                            last_bookmark = Instant::now();
-                            cursor = cursor.max(st.rv);
-                            lines.push(event_line(
-                                "BOOKMARK",
-                                &json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": cursor.to_string()}}),
-                            ));
-                            break;
-                        }
+                if bookmark_at.is_some_and(|at| now >= at) {
+                    if pre_deadline.is_some_and(|p| now >= p) {
+                        pre_sent = true;
                     }
+                    bookmark_at = next_bookmark(now, pre_sent);
+                    cursor = cursor.max(st.rv);
+                    lines.push(event_line(
+                        "BOOKMARK",
+                        &bookmark_object(kind, api_version, cursor),
+                    ));
+                    break;
                 }
                 if fault.is_none()
                     && st.faults.iter().any(|f| {
@@ -700,11 +1001,9 @@ fn serve_watch(
                 st = sh.cv.wait_timeout(st, Duration::from_millis(50)).unwrap().0;
             }
         }
-        for l in lines {
-            if chunk(sh, conn, &l).is_err() {
-                return;
-            }
-            sent += 1;
+        sent += lines.len();
+        if send_lines(sh, conn, &lines).is_err() {
+            return Next::Close;
         }
     }
 }

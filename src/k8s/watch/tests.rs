@@ -39,6 +39,7 @@ fn list_pages_then_watch_then_relist_on_410() {
         items: vec![pod("a", "5"), pod("b", "6")],
         resource_version: "10".into(),
         continue_token: Some("c1".into()),
+        skipped: vec![],
     });
     assert_eq!(d, None);
     assert_eq!(
@@ -58,6 +59,7 @@ fn list_pages_then_watch_then_relist_on_410() {
         items: vec![pod("c", "7")],
         resource_version: "10".into(),
         continue_token: None,
+        skipped: vec![],
     });
     assert_eq!(
         d,
@@ -75,7 +77,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     };
     assert_eq!(w.poll(t0), watch("10"));
 
-    w.on_watch_opened();
+    w.on_watch_opened(t0);
     assert_eq!(
         w.on_watch_event(WatchEvent::Added(pod("d", "11")), t0),
         Ok(Some(Delta::Apply(pod("d", "11"))))
@@ -98,7 +100,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     assert_eq!(w.poll(t0), watch("16"));
 
     // A transport error keeps rv but backs off.
-    w.on_watch_opened();
+    w.on_watch_opened(t0);
     let d = w.on_watch_error(
         KubeError::Transport {
             what: "watch".into(),
@@ -114,7 +116,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     assert_eq!(w.poll(t0 + d), watch("16"));
 
     // ERROR 410 in the stream → relist after the (grown) backoff.
-    w.on_watch_opened();
+    w.on_watch_opened(t0);
     let e = w.on_watch_event(WatchEvent::Error(gone()), t0 + d);
     assert_eq!(e, Err(gone()));
     assert_eq!(w.state(), &State::NeedList);
@@ -144,6 +146,7 @@ fn http_410_on_watch_relists_and_list_errors_restart_the_list() {
         items: vec![pod("a", "1")],
         resource_version: "3".into(),
         continue_token: Some("c".into()),
+        skipped: vec![],
     });
     // Expired continue token: the half-read list is thrown away.
     w.on_list_error(gone(), t0);
@@ -153,6 +156,7 @@ fn http_410_on_watch_relists_and_list_errors_restart_the_list() {
         items: vec![pod("b", "4")],
         resource_version: "4".into(),
         continue_token: None,
+        skipped: vec![],
     });
     assert_eq!(d, Some(Delta::Replace(vec![pod("b", "4")])));
     w.on_watch_error(gone(), later);
@@ -181,6 +185,7 @@ fn backoff_grows_to_max_and_resets_on_success() {
         items: vec![],
         resource_version: "1".into(),
         continue_token: None,
+        skipped: vec![],
     });
     assert_eq!(w.last_error(), None);
     let d = w.on_watch_error(
@@ -193,6 +198,169 @@ fn backoff_grows_to_max_and_resets_on_success() {
     assert!(d < Duration::from_millis(1250), "backoff not reset: {d:?}");
 }
 
+/// A quiet resource: the server ends the watch at its timeout with no event (no bookmarks
+/// either, with its watch cache off). That is not a failure: re-watch at once, backoff
+/// reset. Before, every such watch counted as an error and the backoff grew to 30 s.
+#[test]
+fn a_quiet_watch_that_ends_after_its_timeout_is_rewatched_at_once() {
+    let t0 = Instant::now();
+    let mut w: Watcher<Pod> = Watcher::new(cfg(), 3);
+    w.on_list_page(ListPage {
+        items: vec![],
+        resource_version: "1".into(),
+        continue_token: None,
+        skipped: vec![],
+    });
+    // A failure arms the backoff …
+    w.on_watch_error(
+        KubeError::Transport {
+            what: "w".into(),
+            detail: "x".into(),
+        },
+        t0,
+    );
+    let t1 = t0 + Duration::from_secs(10);
+    for i in 0..5u32 {
+        let opened = t1 + Duration::from_secs(300) * i;
+        w.on_watch_opened(opened);
+        let end = opened + Duration::from_secs(290);
+        w.on_watch_end(end);
+        assert!(
+            matches!(w.poll(end), Step::Send(Request::Watch { .. })),
+            "{i}"
+        );
+        assert_eq!(w.last_error(), None);
+    }
+    // … and the next failure starts from the first step again: it was reset.
+    let d = w.on_watch_error(
+        KubeError::Transport {
+            what: "w".into(),
+            detail: "x".into(),
+        },
+        t1,
+    );
+    assert!(d < Duration::from_millis(1250), "{d:?}");
+}
+
+/// API Priority and Fairness answers 429 (or 503) with Retry-After: the wait is what it
+/// asked (capped at 60 s), never shorter than our own backoff.
+#[test]
+fn retry_after_is_honoured_and_capped() {
+    let t0 = Instant::now();
+    let mut w: Watcher<Pod> = Watcher::new(cfg(), 3);
+    let busy = |s: u64| {
+        KubeError::from_status(
+            429,
+            "/api/v1/pods",
+            "TooManyRequests".into(),
+            "slow down".into(),
+        )
+        .with_retry_after(Some(s))
+    };
+    assert_eq!(w.on_list_error(busy(7), t0), Duration::from_secs(7));
+    assert_eq!(w.poll(t0), Step::Wait(t0 + Duration::from_secs(7)));
+    assert_eq!(w.on_list_error(busy(3600), t0), RETRY_AFTER_MAX);
+    assert_eq!(
+        busy(7).to_string(),
+        "API error 429 TooManyRequests: slow down (Retry-After 7s)"
+    );
+}
+
+/// A LIST page that fails (not 410) resumes with the same continue token; only an expired
+/// token (410) starts from the first page. Before, any error restarted the whole list.
+#[test]
+fn a_failed_list_page_resumes_with_its_continue_token() {
+    let t0 = Instant::now();
+    let mut w: Watcher<Pod> = Watcher::new(cfg(), 1);
+    w.on_list_page(ListPage {
+        items: vec![pod("a", "1")],
+        resource_version: "3".into(),
+        continue_token: Some("c1".into()),
+        skipped: vec![],
+    });
+    w.on_list_error(
+        KubeError::from_status(500, "/api/v1/pods", "InternalError".into(), "boom".into()),
+        t0,
+    );
+    let later = t0 + Duration::from_secs(60);
+    assert_eq!(
+        w.poll(later),
+        Step::Send(Request::List {
+            limit: 2,
+            continue_token: Some("c1".into())
+        })
+    );
+    let d = w.on_list_page(ListPage {
+        items: vec![pod("b", "2")],
+        resource_version: "3".into(),
+        continue_token: None,
+        skipped: vec![],
+    });
+    assert_eq!(d, Some(Delta::Replace(vec![pod("a", "1"), pod("b", "2")])));
+}
+
+/// One undecodable object in a watch: skipped (the stream goes on from its
+/// resourceVersion); the same object failing again relists; lines without any identity
+/// re-watch, and the third relists. In a LIST, a bad item is skipped and its key kept.
+#[test]
+fn undecodable_objects_are_skipped_then_relisted() {
+    let t0 = Instant::now();
+    let mut w: Watcher<Pod> = Watcher::new(cfg(), 1);
+    w.on_list_page(ListPage {
+        items: vec![],
+        resource_version: "1".into(),
+        continue_token: None,
+        skipped: vec![],
+    });
+    let e = || KubeError::Decode {
+        what: "Pod watch event".into(),
+        detail: "bad".into(),
+    };
+    assert_eq!(
+        w.on_bad_event(Some("ns/a"), Some("5"), e(), t0),
+        BadEvent::Skipped
+    );
+    assert_eq!(w.state(), &State::Watching { rv: "5".into() });
+    assert!(matches!(w.poll(t0), Step::Send(_)), "no backoff for a skip");
+    assert_eq!(
+        w.on_bad_event(Some("ns/b"), Some("6"), e(), t0),
+        BadEvent::Skipped
+    );
+    assert_eq!(
+        w.on_bad_event(Some("ns/a"), Some("7"), e(), t0),
+        BadEvent::Relist
+    );
+    assert_eq!(w.state(), &State::NeedList);
+    let line = br#"{"type":"MODIFIED","object":{"metadata":{"namespace":"ns","name":"a","resourceVersion":"9","labels":[1]}}}"#;
+    assert!(decode_event::<Pod>(line).is_err());
+    assert_eq!(
+        bad_event_identity(line),
+        Some(("ns/a".to_string(), "9".to_string()))
+    );
+    assert_eq!(bad_event_identity(b"not json"), None);
+    // The list skips the bad item, names it, and keeps the rest.
+    let page: ListPage<Pod> = decode_list(
+        br#"{"metadata":{"resourceVersion":"12"},"items":[
+            {"metadata":{"namespace":"ns","name":"a","resourceVersion":"5"}},
+            {"metadata":{"namespace":"ns","name":"b","resourceVersion":"6","labels":[1]}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(page.items, vec![pod("a", "5")]);
+    assert_eq!(page.skipped.len(), 1);
+    assert_eq!(page.skipped[0].0, "ns/b");
+    assert_eq!(
+        w.on_list_page(page),
+        Some(Delta::ReplaceKeeping(
+            vec![pod("a", "5")],
+            vec!["ns/b".into()]
+        ))
+    );
+    // Without any identity: re-watch with backoff, the third time relist.
+    assert_eq!(w.on_bad_event(None, None, e(), t0), BadEvent::Rewatch);
+    assert_eq!(w.on_bad_event(None, None, e(), t0), BadEvent::Rewatch);
+    assert_eq!(w.on_bad_event(None, None, e(), t0), BadEvent::Relist);
+}
+
 #[test]
 fn empty_stream_end_backs_off() {
     let t0 = Instant::now();
@@ -201,8 +369,9 @@ fn empty_stream_end_backs_off() {
         items: vec![],
         resource_version: "1".into(),
         continue_token: None,
+        skipped: vec![],
     });
-    w.on_watch_opened();
+    w.on_watch_opened(t0);
     w.on_watch_end(t0);
     assert!(matches!(w.poll(t0), Step::Wait(_)));
 }
@@ -219,7 +388,8 @@ fn codec() {
         ListPage {
             items: vec![pod("a", "5")],
             resource_version: "12".into(),
-            continue_token: Some("abc".into())
+            continue_token: Some("abc".into()),
+            skipped: vec![],
         }
     );
     assert!(decode_list::<Pod>(br#"{"items":[]}"#).is_err());
@@ -252,7 +422,8 @@ fn codec() {
         Ok(WatchEvent::Error(KubeError::Status {
             code: 500,
             reason: "InternalError".into(),
-            message: "boom".into()
+            message: "boom".into(),
+            retry_after: None,
         }))
     );
     assert!(matches!(
