@@ -513,3 +513,192 @@ fn a_forgotten_idle_connection_is_retried_once() {
         2
     );
 }
+
+fn pod_status(src: &tether::k8s::Source) -> tether::k8s::KindStatus {
+    src.status().get(&Kind::Pod).cloned().unwrap_or_default()
+}
+
+/// A real server with its watch cache off sends no bookmarks: a quiet resource's watch
+/// just ends at `timeoutSeconds`. That is not an error: tether re-watches at once, and
+/// a change made later still arrives. (Before: every quiet watch counted as an error and
+/// the backoff grew towards 30 s, so changes came late.)
+#[test]
+fn quiet_watches_are_not_errors() {
+    let srv = ApiServer::start(Options {
+        bookmark_every: None,
+        ..Options::default()
+    });
+    srv.create(pod("ns", "p1", "vm1", json!({})));
+    let watch = tether::k8s::WatchConfig {
+        timeout_seconds: 2,
+        ..apiserver::client::watch_config(500)
+    };
+    let (src, stores, rx) = apiserver::client::start_with(
+        &cluster_config(&srv, Credentials::None),
+        &[Kind::Pod],
+        watch,
+    );
+    wait_synced(&rx, &[Kind::Pod]);
+    std::thread::sleep(Duration::from_millis(6500));
+    let st = pod_status(&src);
+    assert_eq!(st.errors_total, 0, "{st:?}");
+    assert_eq!(st.last_error, None);
+    assert!(
+        srv.shared
+            .watches_opened
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 3
+    );
+    srv.create(pod("ns", "p2", "vm1", json!({})));
+    wait_until("the late change", LIMIT, || {
+        stores.pods.get("ns/p2").is_some()
+    });
+    src.stop();
+}
+
+/// 429 with Retry-After (API Priority and Fairness): the next request waits what the
+/// server asked, not the (here 10 ms) backoff.
+#[test]
+fn retry_after_is_honoured() {
+    let srv = ApiServer::start(Options::default());
+    srv.create(pod("ns", "p1", "vm1", json!({})));
+    srv.inject(Fault::list(FaultAction::TooMany { retry_after: 2 }));
+    let t0 = std::time::Instant::now();
+    let (src, _stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 500);
+    wait_synced(&rx, &[Kind::Pod]);
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900),
+        "listed again after {took:?}"
+    );
+    let st = pod_status(&src);
+    assert_eq!(st.errors_total, 1);
+    src.stop();
+}
+
+/// A LIST page that fails resumes with its continue token: the request after the failed
+/// one carries the same token (before: the whole list started over).
+#[test]
+fn a_failed_list_page_resumes() {
+    let srv = ApiServer::start(Options::default());
+    for i in 0..5 {
+        srv.create(pod("ns", &format!("p{i}"), "vm1", json!({})));
+    }
+    srv.inject(Fault::list(FaultAction::FailContinue(500)));
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 2);
+    wait_synced(&rx, &[Kind::Pod]);
+    assert_eq!(stores.pods.len(), 5);
+    let lists: Vec<String> = srv
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("GET /api/v1/pods") && !r.contains("\"watch\""))
+        .collect();
+    let token = |r: &str| {
+        r.split("\"continue\": \"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .map(str::to_string)
+    };
+    assert_eq!(lists.len(), 4, "{lists:#?}");
+    assert_eq!(token(&lists[0]), None);
+    assert!(token(&lists[1]).is_some());
+    assert_eq!(
+        token(&lists[2]),
+        token(&lists[1]),
+        "resumed with the same token"
+    );
+    assert_eq!(pod_status(&src).relists, 0);
+    src.stop();
+}
+
+/// One object the client cannot decode (labels that are not a map): in the LIST it is
+/// skipped and named, the others are stored; in the watch it is skipped and the stream
+/// goes on (a later change still arrives); the same object failing again relists.
+/// (Before: the bad event made the watch re-start from the same version forever.)
+#[test]
+fn an_undecodable_object_does_not_stall_its_kind() {
+    let srv = ApiServer::start(Options::default());
+    let bad = |v: u64| {
+        let mut p = pod("ns", "bad", "vm1", json!({}));
+        p["metadata"]["labels"] = json!([v]);
+        p
+    };
+    srv.create(bad(1));
+    srv.create(pod("ns", "good", "vm1", json!({})));
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 500);
+    wait_synced(&rx, &[Kind::Pod]);
+    assert!(stores.pods.get("ns/good").is_some());
+    assert!(stores.pods.get("ns/bad").is_none());
+    srv.update(bad(2));
+    srv.create(pod("ns", "later", "vm1", json!({})));
+    wait_until("a change after the bad event", LIMIT, || {
+        stores.pods.get("ns/later").is_some()
+    });
+    assert_eq!(pod_status(&src).relists, 0);
+    assert!(
+        pod_status(&src)
+            .last_error
+            .unwrap_or_default()
+            .contains("Pod")
+    );
+    // The same object again: relist (and the list skips it again, keeping the rest).
+    srv.update(bad(3));
+    wait_until("a relist", LIMIT, || pod_status(&src).relists == 1);
+    let mut fixed = pod("ns", "bad", "vm1", json!({"app": "web"}));
+    fixed["metadata"]["uid"] = json!("x");
+    srv.update(fixed);
+    wait_until("the fixed object", LIMIT, || {
+        stores.pods.get("ns/bad").is_some()
+    });
+    assert_eq!(stores.pods.len(), 3);
+    src.stop();
+}
+
+/// A watch ends when its client goes away, as kube-apiserver's does when the request's
+/// context is cancelled (before: the test server kept it until its timeout).
+#[test]
+fn watches_end_when_the_client_goes_away() {
+    let srv = ApiServer::start(Options::default());
+    let (src, _, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 500);
+    wait_synced(&rx, &[Kind::Pod]);
+    wait_until("a watch open", LIMIT, || {
+        srv.shared
+            .watches_opened
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    });
+    src.stop();
+    wait_until("the server ending the watch", LIMIT, || {
+        srv.requests()
+            .iter()
+            .any(|r| r == "WATCH pods ended: the client went away")
+    });
+}
+
+/// Events several to a chunk and split across chunks (a proxy re-chunking the stream):
+/// the client's stream parser does not care.
+#[test]
+fn events_split_across_chunks() {
+    let srv = ApiServer::start(Options {
+        chunking: apiserver::Chunking::Split(7),
+        bookmark_every: Some(Duration::from_millis(100)),
+        ..Options::default()
+    });
+    let (src, stores, rx) = start(&cluster_config(&srv, Credentials::None), &[Kind::Pod], 2);
+    wait_synced(&rx, &[Kind::Pod]);
+    for i in 0..20 {
+        srv.create(pod(
+            "ns",
+            &format!("p{i}"),
+            "vm1",
+            json!({"i": i.to_string()}),
+        ));
+    }
+    wait_until("20 pods", LIMIT, || stores.pods.len() == 20);
+    assert_eq!(
+        store_versions(&stores.pods),
+        server_versions(&srv, "pods", on_vm1)
+    );
+    assert_eq!(pod_status(&src).errors_total, 0);
+    src.stop();
+}

@@ -74,6 +74,23 @@ pub fn start(
     (src, stores, rx)
 }
 
+/// [`start`] with a watch config of its own.
+pub fn start_with(
+    cc: &ClusterConfig,
+    kinds: &[Kind],
+    watch: WatchConfig,
+) -> (Source, Stores, Receiver<Event>) {
+    let client = Client::new(cc, http_config()).unwrap();
+    let stores = Stores::default();
+    let (tx, rx) = crossbeam_channel::bounded(10_000);
+    let cfg = SourceConfig {
+        watch,
+        ..source_config(kinds, watch.page_size)
+    };
+    let src = Source::start_api(client, cfg, stores.clone(), tx).unwrap();
+    (src, stores, rx)
+}
+
 /// key → resourceVersion of a store.
 pub fn store_versions<T: Resource>(s: &Store<T>) -> BTreeMap<String, String> {
     s.list()

@@ -75,6 +75,10 @@ pub enum FaultAction {
     EndStream { after: usize },
     /// List: a request with a continue token gets 410 (expired continue).
     ExpireContinue,
+    /// List: a request with a continue token gets this status (a failed page).
+    FailContinue(u16),
+    /// 429 Too Many Requests with `Retry-After: <seconds>` (API Priority and Fairness).
+    TooMany { retry_after: u64 },
 }
 
 /// A one-shot fault for the next request that matches `on` and `resource` (plural).

@@ -615,15 +615,41 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) -> Next {
                 "The provided continue parameter is too old (injected)",
             );
         }
-        Some(FaultAction::ExpireContinue) => {
+        Some(FaultAction::FailContinue(code)) if !watch && req.query.contains_key("continue") => {
+            return status(
+                sh,
+                conn,
+                code,
+                "InternalError",
+                "injected failure of a continued list",
+            );
+        }
+        Some(a @ (FaultAction::ExpireContinue | FaultAction::FailContinue(_))) => {
             // Not a continued list: keep the fault for the next one.
             let mut st = sh.state.lock().unwrap();
             st.requests.pop();
             st.faults.push_front(Fault {
                 on: On::List,
                 resource: Some(resource_static(&resource)),
-                action: FaultAction::ExpireContinue,
+                action: a,
             });
+        }
+        Some(FaultAction::TooMany { retry_after }) => {
+            let body = serde_json::to_vec(&status_body(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+            ))
+            .unwrap();
+            let head = format!(
+                "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: {retry_after}\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let ok = write_counted(sh, conn, head.as_bytes())
+                .and_then(|_| write_counted(sh, conn, &body))
+                .and_then(|_| conn.flush())
+                .is_ok();
+            return if ok { Next::KeepAlive } else { Next::Close };
         }
         other => stream_fault = other,
     }
