@@ -28,6 +28,7 @@ use crate::controller::externalnode::{EnConfig, EnController};
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::queue::{Outcome, QueueConfig, SystemClock, WorkQueue};
 use crate::controller::trafficcontrol::TcController;
+use crate::heartbeat::{Heartbeats, Pulse};
 use crate::k8s::{self, Event as KubeEvent, Kind, Source, SourceConfig, Stores};
 use crate::openflow::{Category, Flows, OfFlows, OfFlowsConfig, Owner};
 use crate::ovsdb::{self, Client, ClientOptions, Remote};
@@ -47,6 +48,9 @@ const L2_OWNER: Owner = Owner {
 };
 
 const TC_WORKERS: usize = 4;
+/// How long one sync may take without being "stuck" for the watchdog (a takeover waits up
+/// to ~10 s for vswitchd and DAD; OVSDB and OpenFlow requests time out well before).
+const WORKER_DEADLINE: Duration = Duration::from_secs(120);
 
 /// A unit of work: one TrafficControl, or the L2 forwarding flows of the Pod ports.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -336,11 +340,14 @@ pub fn run(
         metrics: metrics.clone(),
         reported: Arc::new(Mutex::new(HashMap::new())),
     };
+    let heartbeats = Arc::new(Heartbeats::default());
     for i in 0..TC_WORKERS {
         let w = workers.clone();
+        let name = format!("tc-worker-{i}");
+        let pulse = heartbeats.register(&name, WORKER_DEADLINE, std::time::Instant::now());
         let h = std::thread::Builder::new()
-            .name(format!("tc-worker-{i}"))
-            .spawn(move || w.run())
+            .name(name)
+            .spawn(move || w.run(&pulse))
             .map_err(|e| DaemonError::Setup(format!("spawn worker: {e}")))?;
         running.threads.push(h);
     }
@@ -356,6 +363,15 @@ pub fn run(
     let ticker = tick(Duration::from_millis(20));
     // systemd's watchdog (WatchdogSec=): pinged from this loop, so a stuck loop is noticed.
     let watchdog = notify::watchdog_from_env().map_or_else(never, tick);
+    let mut reported_stuck = false;
+    // What `systemctl status` shows, refreshed when it changes (at most once a second;
+    // looked at every 2 s, and only under systemd: an idle daemon wakes no more).
+    let status_tick = if std::env::var_os("NOTIFY_SOCKET").is_some() {
+        tick(Duration::from_secs(2))
+    } else {
+        never()
+    };
+    let mut status_line = status::render::StatusLine::default();
     loop {
         // The ticker only matters until the first full sync; then the loop sleeps on events.
         let t = if ready.is_some() {
@@ -365,7 +381,32 @@ pub fn run(
         };
         select! {
             recv(stop) -> _ => break,
-            recv(watchdog) -> _ => notify::notify_or_log(&[("WATCHDOG", "1")]),
+            recv(watchdog) -> _ => {
+                let now = std::time::Instant::now();
+                let stuck: Vec<(String, Duration)> = heartbeats
+                    .stuck(now)
+                    .into_iter()
+                    .chain(source.heartbeats().stuck(now))
+                    .collect();
+                if stuck.is_empty() {
+                    notify::notify_or_log(&[("WATCHDOG", "1")]);
+                    reported_stuck = false;
+                } else if !reported_stuck {
+                    // No ping: systemd's watchdog restarts the service.
+                    for (name, age) in &stuck {
+                        log::error!(
+                            "watchdog: thread {name} has made no progress for {}s; not pinging systemd's watchdog",
+                            age.as_secs()
+                        );
+                    }
+                    reported_stuck = true;
+                }
+            },
+            recv(status_tick) -> _ => {
+                if let Some(line) = status_line.update(&probe.snapshot(), std::time::Instant::now()) {
+                    notify::notify_or_log(&[("STATUS", &line)]);
+                }
+            },
             recv(ev_rx) -> ev => match ev {
                 Ok(ev) => {
                     status::probe::observe(&watches, &ev, std::time::Instant::now());
@@ -482,15 +523,9 @@ pub fn run(
     Ok(())
 }
 
-/// sd_notify READY=1 with a one-line STATUS (what `systemctl status` shows).
+/// sd_notify READY=1 with the one-line STATUS (what `systemctl status` shows).
 fn notify_ready(probe: &Probe) {
-    let s = probe.snapshot();
-    let line = format!(
-        "ready: {} TrafficControls, {} flows, ExternalNode {}",
-        s.traffic_controls.len(),
-        s.flows,
-        s.external_node.step
-    );
+    let line = status::render::summary(&probe.snapshot());
     notify::notify_or_log(&[("READY", "1"), ("STATUS", &line)]);
 }
 
@@ -600,8 +635,11 @@ struct Workers {
 }
 
 impl Workers {
-    fn run(&self) {
-        while let Some(key) = self.queue.get() {
+    fn run(&self, pulse: &Pulse) {
+        loop {
+            pulse.idle();
+            let Some(key) = self.queue.get() else { break };
+            pulse.busy();
             let started = std::time::Instant::now();
             // (synced, retry): a failure is retried with backoff unless only a change of
             // the object can fix it.

@@ -8,6 +8,7 @@ pub mod config;
 pub mod controller;
 pub mod daemon;
 pub mod files;
+pub mod heartbeat;
 pub mod k8s;
 pub mod logging;
 pub mod netlink;

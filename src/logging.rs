@@ -46,6 +46,17 @@ impl<L: Log> Log for Capped<L> {
     }
 }
 
+/// Print a message that ends the process (a bad configuration, before the logger exists)
+/// to stderr: under systemd with priority 3 (`<3>`), so `journalctl -u tether -p err`
+/// shows why the start failed; journald would file an unprefixed line at 6 (info).
+pub fn fatal(msg: &str) {
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        eprintln!("<3>tether: {msg}");
+    } else {
+        eprintln!("tether: {msg}");
+    }
+}
+
 /// Install the process's logger, `default` being the filter when `RUST_LOG` is unset.
 /// Under systemd (`JOURNAL_STREAM` set) lines carry `<N>`
 /// syslog priorities and no timestamps (journald adds its own); otherwise

@@ -49,7 +49,7 @@ fn parse(args: &[String]) -> Result<Config, ExitCode> {
         &hostname,
     )
     .map_err(|e| {
-        eprintln!("tether: {e}");
+        tether::logging::fatal(&e.to_string());
         ExitCode::from(2)
     })
 }

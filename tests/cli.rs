@@ -448,3 +448,21 @@ fn shipped_rbac_is_list_watch_with_a_long_lived_token() {
     );
     assert_eq!(secret["metadata"]["namespace"], sa["metadata"]["namespace"]);
 }
+
+/// Under systemd a fatal configuration error goes to the journal at priority 3, so
+/// `journalctl -u tether -p err` shows why the start failed (it was filed at 6).
+#[test]
+fn fatal_config_errors_are_priority_3_under_systemd() {
+    let o = Command::new(TETHER)
+        .args(["run", "--datapath-type", "bogus"])
+        .env("JOURNAL_STREAM", "8:12345")
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("<3>tether: datapathType: \"bogus\""),
+        "{err}"
+    );
+}

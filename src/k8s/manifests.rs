@@ -604,12 +604,14 @@ pub(crate) fn run(
     events: &Sender<Event>,
     stop: &Receiver<()>,
     status: &std::sync::Arc<std::sync::Mutex<BTreeMap<Kind, KindStatus>>>,
+    pulse: &crate::heartbeat::Pulse,
 ) {
     let mut scanner = Scanner::default();
     let mut synced = false;
     let mut dir_failing = false;
     let mut decode_errors: Vec<String> = Vec::new();
     loop {
+        pulse.busy();
         let mut decoded = Decoded::default();
         let polled = scanner.poll(cfg, SystemTime::now(), |k, v| decoded.add(k, v));
         match polled {
@@ -660,6 +662,7 @@ pub(crate) fn run(
                 }
             }
         }
+        pulse.idle();
         match stop.recv_timeout(cfg.poll_interval) {
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
 
@@ -25,6 +25,7 @@ use super::watch::{
     BadEvent, Delta, Request, Step, WatchConfig, Watcher, bad_event_identity, decode_event,
     decode_list,
 };
+use crate::heartbeat::{Heartbeats, Pulse};
 
 /// What the source tells the controllers.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +129,12 @@ pub struct Source {
     stop_tx: Option<Sender<()>>,
     client: Option<Arc<Client>>,
     status: StatusMap,
+    heartbeats: Arc<Heartbeats>,
 }
+
+/// How long a source thread may be busy (a poll, a page, applying a list) without progress
+/// before the watchdog treats it as stuck.
+pub const BUSY_DEADLINE: Duration = Duration::from_secs(60);
 
 impl Source {
     /// Watch the API server: one thread per kind, named `watch-<kind>`.
@@ -141,9 +147,12 @@ impl Source {
         let client = Arc::new(client);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
         let status: StatusMap = Arc::default();
+        let heartbeats = Arc::new(Heartbeats::default());
         let mut threads = Vec::new();
         for kind in cfg.kinds.clone() {
+            let name = format!("watch-{}", kind.plural());
             let ctx = WatchCtx {
+                pulse: heartbeats.register(&name, BUSY_DEADLINE, Instant::now()),
                 client: Arc::clone(&client),
                 cfg: cfg.clone(),
                 stores: stores.clone(),
@@ -152,7 +161,6 @@ impl Source {
                 status: Arc::clone(&status),
                 kind,
             };
-            let name = format!("watch-{}", kind.plural());
             let spawned =
                 std::thread::Builder::new()
                     .name(name.clone())
@@ -170,6 +178,7 @@ impl Source {
                         stop_tx: Some(stop_tx),
                         client: Some(client),
                         status,
+                        heartbeats,
                     };
                     s.stop_inner();
                     return Err(KubeError::Config {
@@ -184,6 +193,7 @@ impl Source {
             stop_tx: Some(stop_tx),
             client: Some(client),
             status,
+            heartbeats,
         })
     }
 
@@ -196,9 +206,11 @@ impl Source {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
         let status: StatusMap = Arc::default();
         let st = Arc::clone(&status);
+        let heartbeats = Arc::new(Heartbeats::default());
+        let pulse = heartbeats.register("manifests", BUSY_DEADLINE, Instant::now());
         let h = std::thread::Builder::new()
             .name("manifests".to_string())
-            .spawn(move || manifests::run(&cfg, &stores, &events, &stop_rx, &st))
+            .spawn(move || manifests::run(&cfg, &stores, &events, &stop_rx, &st, &pulse))
             .map_err(|e| KubeError::Config {
                 what: "thread manifests".to_string(),
                 detail: e.to_string(),
@@ -208,7 +220,13 @@ impl Source {
             stop_tx: Some(stop_tx),
             client: None,
             status,
+            heartbeats,
         })
+    }
+
+    /// The heartbeats of the source's threads (for the watchdog).
+    pub fn heartbeats(&self) -> &Arc<Heartbeats> {
+        &self.heartbeats
     }
 
     /// Per-kind sync state and current errors.
@@ -284,6 +302,7 @@ pub(crate) fn apply_delta<T: Watched>(
 }
 
 struct WatchCtx {
+    pulse: Pulse,
     client: Arc<Client>,
     cfg: SourceConfig,
     stores: Stores,
@@ -336,10 +355,13 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
         }
         let now = Instant::now();
         let req = match w.poll(now) {
-            Step::Wait(at) => match ctx.stop.recv_timeout(at.saturating_duration_since(now)) {
-                Err(RecvTimeoutError::Timeout) => continue,
-                _ => return,
-            },
+            Step::Wait(at) => {
+                ctx.pulse.idle();
+                match ctx.stop.recv_timeout(at.saturating_duration_since(now)) {
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    _ => return,
+                }
+            }
             Step::Send(req) => req,
         };
         let mut query = req.query();
@@ -356,11 +378,11 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
         };
         match req {
             Request::List { .. } => {
-                match ctx
-                    .client
-                    .get(&path, &query)
-                    .and_then(|b| decode_list::<T>(&b))
-                {
+                // The request has its own timeout: waiting on it is not being stuck.
+                ctx.pulse.idle();
+                let got = ctx.client.get(&path, &query);
+                ctx.pulse.busy();
+                match got.and_then(|b| decode_list::<T>(&b)) {
                     Ok(page) => {
                         attempts = 0;
                         for (key, err) in &page.skipped {
@@ -405,7 +427,10 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                 }
             }
             Request::Watch { .. } => {
-                let mut stream = match ctx.client.watch(&path, &query) {
+                ctx.pulse.idle();
+                let opened = ctx.client.watch(&path, &query);
+                ctx.pulse.busy();
+                let mut stream = match opened {
                     Ok(s) => s,
                     Err(e) => {
                         if ctx.stopping() {
@@ -419,7 +444,11 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                 };
                 w.on_watch_opened(Instant::now());
                 loop {
-                    let line = match stream.next_line() {
+                    // Reads time out on a silent stream (watch_stall_timeout).
+                    ctx.pulse.idle();
+                    let next = stream.next_line();
+                    ctx.pulse.busy();
+                    let line = match next {
                         None => {
                             w.on_watch_end(Instant::now());
                             break;

@@ -308,3 +308,53 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     o
 }
+
+/// The one line `systemctl status tether` shows (sd_notify `STATUS=`): readiness, the
+/// connections, TrafficControls, flows and the ExternalNode's step.
+pub fn summary(s: &Snapshot) -> String {
+    let conn = |c: &super::ConnStatus| {
+        if c.connected {
+            "connected"
+        } else {
+            "DISCONNECTED"
+        }
+    };
+    format!(
+        "{}: {} TrafficControls, {} flows, ExternalNode {}; ovsdb {}, openflow {}",
+        if s.ready { "ready" } else { "starting" },
+        s.traffic_controls.len(),
+        s.flows,
+        if s.external_node.step.is_empty() {
+            "waiting"
+        } else {
+            s.external_node.step.as_str()
+        },
+        conn(&s.ovsdb),
+        conn(&s.openflow),
+    )
+}
+
+/// When to send the summary again: when it changed, at most once a second.
+#[derive(Debug, Default)]
+pub struct StatusLine {
+    sent: Option<(String, std::time::Instant)>,
+}
+
+impl StatusLine {
+    /// The line to send now, if any.
+    pub fn update(&mut self, s: &Snapshot, now: std::time::Instant) -> Option<String> {
+        let line = summary(s);
+        match &self.sent {
+            Some((last, _)) if *last == line => None,
+            Some((_, at))
+                if now.saturating_duration_since(*at) < std::time::Duration::from_secs(1) =>
+            {
+                None
+            }
+            _ => {
+                self.sent = Some((line.clone(), now));
+                Some(line)
+            }
+        }
+    }
+}

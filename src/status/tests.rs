@@ -340,3 +340,33 @@ fn the_socket_is_created_safely() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The STATUS= line says what changed (connections, counts, the ExternalNode's step), and
+/// is sent again only when it changes, at most once a second.
+#[test]
+fn status_line_follows_the_snapshot() {
+    let mut s = sample();
+    assert_eq!(
+        super::render::summary(&s),
+        "ready: 1 TrafficControls, 12 flows, ExternalNode attached; ovsdb connected, openflow DISCONNECTED"
+    );
+    let mut l = super::render::StatusLine::default();
+    let t0 = Instant::now();
+    assert!(l.update(&s, t0).is_some());
+    assert_eq!(l.update(&s, t0 + Duration::from_secs(5)), None, "unchanged");
+    s.flows = 19;
+    assert_eq!(l.update(&s, t0 + Duration::from_millis(5500)), Some(
+        "ready: 1 TrafficControls, 19 flows, ExternalNode attached; ovsdb connected, openflow DISCONNECTED".to_string()
+    ));
+    s.ovsdb.connected = false;
+    assert_eq!(
+        l.update(&s, t0 + Duration::from_millis(5900)),
+        None,
+        "within a second"
+    );
+    let line = l.update(&s, t0 + Duration::from_millis(6600)).unwrap();
+    assert!(
+        line.ends_with("ovsdb DISCONNECTED, openflow DISCONNECTED"),
+        "{line}"
+    );
+}
