@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cleanup-stale.sh: remove what a SIGKILLed test run left behind: network namespaces named
-# tt-<pid>-* and dirs /tmp/tt-<pid>-* whose owning test process <pid> is gone. Only those
-# names are touched; the processes killed are only those inside such a namespace.
+# tt-<pid>-* and dirs /tmp/tt-<pid>-* whose owning test process <pid> is gone (a systemd-tier
+# VM's overlay mounted there is unmounted first). Only those names are touched; the processes
+# killed are only those inside such a namespace (a VM's container dies with its PID 1).
 set -uo pipefail
 
 alive() { [[ -d /proc/$1 ]]; }
@@ -16,6 +17,12 @@ for d in /tmp/tt-[0-9]*-*; do
   [[ -d $d ]] || continue
   pid=${d#/tmp/tt-}; pid=${pid%%-*}
   alive "$pid" && continue
+  if mountpoint -q "$d/root"; then
+    # Its systemd-nspawn exits once the container's processes (killed above) are gone.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do umount "$d/root" 2>/dev/null && break; sleep 1; done
+    mountpoint -q "$d/root" && umount -l "$d/root"
+  fi
+  mountpoint -q "$d/root" && { echo "cleanup-stale: $d/root still mounted; left" >&2; continue; }
   rm -rf "$d" && echo "cleanup-stale: removed $d" >&2
 done
 exit 0

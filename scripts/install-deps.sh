@@ -4,8 +4,12 @@
 # OVS in the root namespace (the tests start their own, each in a private netns).
 set -euo pipefail
 
-PKGS=(openvswitch-switch iproute2 iputils-ping tcpdump ethtool procps)
-TOOLS=(ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl ip ping tcpdump ethtool sysctl)
+# systemd-container and debootstrap: the systemd tier boots a Debian tree with a real systemd
+# (scripts/vm-tree.sh); dnsmasq-base (the binary, no service): its DHCP server.
+PKGS=(openvswitch-switch iproute2 iputils-ping tcpdump ethtool procps systemd-container debootstrap
+  dnsmasq-base util-linux)
+TOOLS=(ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl ip ping tcpdump ethtool sysctl
+  systemd-nspawn debootstrap dnsmasq nsenter flock)
 
 missing=()
 for t in "${TOOLS[@]}"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done

@@ -18,6 +18,7 @@ pub mod ovs;
 pub mod privilege;
 pub mod relay;
 pub mod tether;
+pub mod vm;
 
 // Each test crate uses a different subset of these.
 #[allow(unused_imports)]

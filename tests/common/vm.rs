@@ -1,0 +1,321 @@
+//! A VM with a real systemd: the cached Debian tree (`scripts/vm-tree.sh`) booted with
+//! `systemd-nspawn --boot` on an overlay (the tree itself is never written), inside a network
+//! namespace the test owns. Its NIC `eth1` is one end of a veth whose other end (`eth0`,
+//! 192.0.2.1) sits in a second namespace, the "gateway": the only network the VM has.
+//!
+//! PID 1 on this machine is not systemd, so the container runs with `--register=no
+//! --keep-unit`. Commands run inside it through `nsenter` into all of the container's
+//! namespaces. Dropping the [`Vm`] (panics included) kills the container, unmounts the
+//! overlay and removes its directory; `scripts/cleanup-stale.sh` does the same for a run that
+//! was SIGKILLed (the directory is `/tmp/tt-<pid>-…`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Netns, run, try_run, unique_suffix};
+
+/// The VM NIC's MAC and address; the gateway's address.
+pub const NIC: &str = "eth1";
+pub const NIC_MAC: &str = "02:00:00:00:01:10";
+pub const VM_IP: &str = "192.0.2.10";
+pub const GW_IP: &str = "192.0.2.1";
+
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The cached tree, built on first use (minutes: debootstrap; cached after).
+pub fn tree() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/vm-tree.sh");
+    let out = run(Command::new(&script).stderr(Stdio::inherit()));
+    let p = PathBuf::from(out.trim());
+    assert!(p.join(".complete").exists(), "vm-tree.sh printed {p:?}");
+    p
+}
+
+/// How the NIC gets its address before boot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Addressing {
+    /// 192.0.2.10/24 and a default route via the gateway, set from outside (as a cloud's
+    /// static configuration would have done).
+    Static,
+    /// None: something inside the VM (a DHCP client) configures it.
+    None,
+}
+
+pub struct Vm {
+    pub name: String,
+    dir: PathBuf,
+    root: PathBuf,
+    /// The VM's network namespace (replaced by [`Vm::power_cycle`]).
+    pub net: Netns,
+    /// The gateway: 192.0.2.1 on `eth0`, the other end of the VM's NIC.
+    pub gw: Netns,
+    nspawn: Option<Child>,
+    leader: u32,
+}
+
+impl Vm {
+    /// Mount an overlay of the tree, wire the network and boot. Returns once systemd reports
+    /// the system running (or degraded).
+    pub fn boot(tag: &str, addressing: Addressing) -> Vm {
+        let tree = tree();
+        let suffix = unique_suffix();
+        let name = format!("tt-{suffix}-{tag}");
+        let dir = PathBuf::from(format!("/tmp/{name}"));
+        let root = dir.join("root");
+        for d in ["upper", "work", "root"] {
+            std::fs::create_dir_all(dir.join(d)).expect("create vm dirs");
+        }
+        run(Command::new("mount").args([
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            &format!(
+                "lowerdir={},upperdir={},workdir={}",
+                tree.display(),
+                dir.join("upper").display(),
+                dir.join("work").display()
+            ),
+            root.to_str().expect("utf-8 path"),
+        ]));
+        let gw = Netns::new(&format!("{tag}-gw"));
+        let net = Netns::new(&format!("{tag}-vm"));
+        wire(&net, &gw, addressing);
+        let mut vm = Vm {
+            name,
+            dir,
+            root,
+            net,
+            gw,
+            nspawn: None,
+            leader: 0,
+        };
+        vm.start_container();
+        vm
+    }
+
+    /// The container's root as the host sees it (writes land in the overlay).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Write a file inside the VM (parents created).
+    pub fn write(&self, path: &str, contents: &str) {
+        let p = self.root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir in vm");
+        std::fs::write(&p, contents).unwrap_or_else(|e| panic!("write {p:?}: {e}"));
+    }
+
+    /// Copy a host file into the VM.
+    pub fn copy_in(&self, from: &Path, to: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.root.join(to.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir in vm");
+        std::fs::copy(from, &p).unwrap_or_else(|e| panic!("copy {from:?} → {p:?}: {e}"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    fn start_container(&mut self) {
+        let console = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("console.log"))
+            .expect("console log");
+        let child = Command::new("systemd-nspawn")
+            .args([
+                "--quiet",
+                "--boot",
+                "--register=no",
+                "--keep-unit",
+                "--console=pipe",
+                // A VM's root has CAP_NET_ADMIN; nspawn drops it unless asked, even with a
+                // network namespace of the container's own (ovs-vswitchd's taps need it).
+                "--capability=CAP_NET_ADMIN",
+                "--bind=/dev/net/tun",
+            ])
+            .arg(format!(
+                "--network-namespace-path=/run/netns/{}",
+                self.net.name()
+            ))
+            .arg(format!("--machine={}", self.name))
+            .arg("-D")
+            .arg(&self.root)
+            .stdin(Stdio::null())
+            .stdout(console.try_clone().expect("dup"))
+            .stderr(console)
+            .spawn()
+            .expect("spawn systemd-nspawn (package systemd-container)");
+        let pid = child.id();
+        self.nspawn = Some(child);
+        // The container's PID 1 is nspawn's child.
+        self.leader = wait(Duration::from_secs(30), "the container's PID 1", || {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        });
+        let state = wait(Duration::from_secs(90), "systemd in the vm to boot", || {
+            let s = self
+                .try_sh("systemctl is-system-running")
+                .unwrap_or_else(|e| e);
+            let s = s.trim().lines().last().unwrap_or("").to_string();
+            matches!(s.as_str(), "running" | "degraded").then_some(s)
+        });
+        if state == "degraded" {
+            eprintln!(
+                "vm {}: degraded at boot:\n{}",
+                self.name,
+                self.sh("systemctl --failed --no-legend")
+            );
+        }
+    }
+
+    fn command(&self, script: &str) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg("-t")
+            .arg(self.leader.to_string())
+            .args(["-a", "--", "/usr/bin/env", "-i"])
+            .arg(format!("PATH={PATH}"))
+            .args(["LANG=C.UTF-8", "SYSTEMD_PAGER=", "SYSTEMD_COLORS=0"])
+            .args(["/bin/bash", "-ec", script]);
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// A bash script inside the VM (`set -e`); panics on failure; stdout.
+    pub fn sh(&self, script: &str) -> String {
+        match self.try_sh(script) {
+            Ok(o) => o,
+            Err(e) => panic!("in vm {}: {e}", self.name),
+        }
+    }
+
+    pub fn try_sh(&self, script: &str) -> Result<String, String> {
+        try_run(&mut self.command(script))
+    }
+
+    /// The exit status of a script inside the VM, and its stdout+stderr.
+    pub fn status(&self, script: &str) -> (i32, String) {
+        let out = self.command(script).output().expect("run nsenter");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// `systemctl show -p <prop> --value <unit>`.
+    pub fn prop(&self, unit: &str, prop: &str) -> String {
+        self.sh(&format!("systemctl show -p {prop} --value {unit}"))
+            .trim()
+            .to_string()
+    }
+
+    /// The unit's journal (message text only).
+    pub fn journal(&self, unit: &str, extra: &str) -> String {
+        self.try_sh(&format!(
+            "journalctl -u {unit} --no-pager -o cat {extra} 2>/dev/null"
+        ))
+        .unwrap_or_default()
+    }
+
+    /// `systemctl reboot` inside; waits for the container to exit and returns nspawn's status
+    /// (133: a reboot was asked for). The caller boots it again with [`Vm::power_cycle`].
+    pub fn reboot(&mut self) -> ExitStatus {
+        let _ = self.try_sh("systemctl reboot");
+        let mut child = self.nspawn.take().expect("container running");
+        let status = wait(
+            Duration::from_secs(60),
+            "the container to shut down",
+            || child.try_wait().ok().flatten(),
+        );
+        self.leader = 0;
+        status
+    }
+
+    /// Boot again after [`Vm::reboot`] with the kernel state a real reboot leaves: a new
+    /// network namespace whose NIC is fresh (`eth1`, same MAC, configured as at first boot)
+    /// and none of OVS's devices; the overlay (disks: OVSDB, /etc) keeps what it had.
+    pub fn power_cycle(&mut self, addressing: Addressing) {
+        assert!(self.nspawn.is_none(), "power_cycle after reboot()");
+        let net = Netns::new(&format!(
+            "{}-vm",
+            self.name.rsplit('-').next().unwrap_or("x")
+        ));
+        // Dropping the old namespace takes the old veth (and its gateway end) with it.
+        self.net = net;
+        wire(&self.net, &self.gw, addressing);
+        self.start_container();
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.nspawn.take() {
+            if self.leader != 0 {
+                // SIGKILL to the container's PID 1 ends its PID namespace, every process in it.
+                let _ = Command::new("kill")
+                    .args(["-KILL", &self.leader.to_string()])
+                    .output();
+            }
+            let end = Instant::now() + Duration::from_secs(20);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// eth1 (02:00:00:00:01:10) in `net` ↔ eth0 in `gw`, both up.
+fn wire(net: &Netns, gw: &Netns, addressing: Addressing) {
+    net.veth_to(NIC, gw, "eth0");
+    net.ip(&["link", "set", NIC, "address", NIC_MAC]);
+    if addressing == Addressing::Static {
+        net.ip(&["addr", "add", &format!("{VM_IP}/24"), "dev", NIC]);
+        net.ip(&["route", "add", "default", "via", GW_IP]);
+    }
+    gw.ip(&["addr", "add", &format!("{GW_IP}/24"), "dev", "eth0"]);
+    // The userspace datapath does not fill in checksums a veth left to offload.
+    let _ = gw.try_exec(&["ethtool", "-K", "eth0", "tx", "off"]);
+}
+
+fn wait<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() >= end {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.nspawn.is_some() {
+            eprintln!(
+                "--- vm {}: journal (tether, openvswitch, networking), last 80 lines:\n{}",
+                self.name,
+                self.try_sh(
+                    "journalctl --no-pager -o short-monotonic -n 80 -u tether -u ovs-vswitchd \
+                     -u ovsdb-server -u systemd-networkd -u NetworkManager -u networking"
+                )
+                .unwrap_or_else(|e| e)
+            );
+        }
+        self.stop();
+        if std::env::var("TETHER_KEEP").as_deref() == Ok("1") {
+            eprintln!(
+                "kept {} (TETHER_KEEP=1; overlay still mounted)",
+                self.dir.display()
+            );
+            return;
+        }
+        let _ = Command::new("umount").arg(&self.root).output();
+        let _ = Command::new("umount").arg("-l").arg(&self.root).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
