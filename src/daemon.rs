@@ -277,20 +277,23 @@ pub fn run(
         netlink()?,
     ));
     let links = netlink()?;
-    let en = Arc::new(EnController::new(
-        EnConfig {
-            node_name: cfg.node_name.clone(),
-            bridge: cfg.bridge.clone(),
-            namespace: cfg.external_node_namespace.clone(),
-            bypass_rules: cfg.policy_bypass_rules.clone(),
-            ovs_rundir: cfg.ovs_rundir.clone(),
-            datapath_type: cfg.datapath_type.clone(),
-        },
-        stores.clone(),
-        bridge.clone(),
-        flows.clone(),
-        links,
-    ));
+    let en = Arc::new(
+        EnController::new(
+            EnConfig {
+                node_name: cfg.node_name.clone(),
+                bridge: cfg.bridge.clone(),
+                namespace: cfg.external_node_namespace.clone(),
+                bypass_rules: cfg.policy_bypass_rules.clone(),
+                ovs_rundir: cfg.ovs_rundir.clone(),
+                datapath_type: cfg.datapath_type.clone(),
+            },
+            stores.clone(),
+            bridge.clone(),
+            flows.clone(),
+            links,
+        )
+        .with_host_network(Arc::new(crate::hostnet::Networkd::default())),
+    );
     if let Err(e) = en.recover() {
         log::warn!("externalnode recovery failed (retried by the first sync): {e}");
     }

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod daemon;
 pub mod files;
 pub mod heartbeat;
+pub mod hostnet;
 pub mod k8s;
 pub mod logging;
 pub mod netlink;

@@ -7,6 +7,8 @@
 //! check did not hold, so one run shows every check's outcome.
 
 mod common;
+#[path = "systemd_vm/networkd.rs"]
+mod networkd;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -157,8 +159,9 @@ spec:
 /// binary under test is copied to the path it would have built) and the kubeconfig (this VM
 /// uses a manifests directory). The config "edit it" step points it at the manifests
 /// directory, the userspace datapath and node name vm1. `before_start` runs just before the
-/// last command (`systemctl daemon-reload && systemctl enable --now tether`).
-fn install_by_readme(vm: &Vm, c: &mut Checks, before_start: &str) {
+/// last command (`systemctl daemon-reload && systemctl enable --now tether`). Returns what
+/// `tether check` printed.
+fn install_by_readme(vm: &Vm, c: &mut Checks, before_start: &str) -> String {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     // The test build (debug, with the test hooks) stands for the release binary.
     vm.copy_in(
@@ -181,6 +184,7 @@ fn install_by_readme(vm: &Vm, c: &mut Checks, before_start: &str) {
     let lines = readme_install();
     let last = lines.len() - 1;
     let (mut built, mut kubeconfig) = (false, false);
+    let mut check = String::new();
     for (i, line) in lines.iter().enumerate() {
         if line.starts_with("./scripts/build-static.sh") {
             built = true;
@@ -195,6 +199,7 @@ fn install_by_readme(vm: &Vm, c: &mut Checks, before_start: &str) {
         }
         let (code, out) = vm.status(&format!("cd /root/src && {line}"));
         if line.starts_with("tether check") {
+            check = out.clone();
             c.check(
                 "README install: tether check",
                 "exit 0",
@@ -217,6 +222,7 @@ fn install_by_readme(vm: &Vm, c: &mut Checks, before_start: &str) {
         built && kubeconfig,
         "the README's Install block changed: expected its build-static and my-kubeconfig lines"
     );
+    check
 }
 
 /// `StatusText`, once it satisfies `ok` (or the last one seen).

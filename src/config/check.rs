@@ -471,6 +471,14 @@ fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Findi
                 what,
                 format!("{key}: {} is attached (tether's host port)", link.name),
             ));
+            out.push(ok(
+                "network",
+                format!(
+                    "{} (the host port) is configured by {}",
+                    link.name,
+                    crate::hostnet::detect(&Default::default(), &link.name, link.index)
+                ),
+            ));
             return;
         }
         Some(role) => {
@@ -494,6 +502,19 @@ fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Findi
             fix_ips,
         ));
         return;
+    }
+    if crate::hostnet::in_init_netns() {
+        let m = crate::hostnet::detect(&Default::default(), &link.name, link.index);
+        let line = format!("{} is configured by {m}; {}", link.name, m.plan(&link.name));
+        out.push(match m {
+            crate::hostnet::Manager::NetworkManager => bad(
+                Level::Warn,
+                "network",
+                line,
+                "bind the NIC's NetworkManager profile to the interface name, not the MAC",
+            ),
+            _ => ok("network", line),
+        });
     }
     match crate::netlink::capture(&links, link.index) {
         Ok(c) if !c.unmovable().is_empty() => out.push(bad(

@@ -8,8 +8,13 @@ use std::time::Duration;
 use super::{Netns, pid_alive, wait_for};
 
 /// The binary cargo built for this test run (integration tests get its path from cargo;
-/// examples fall back to the target dir next to themselves).
+/// examples fall back to the target dir next to themselves), or `TETHER_TEST_BIN`.
 pub fn binary() -> PathBuf {
+    // Another build under the same tests (an older one, to show a test failing before a
+    // change): TETHER_TEST_BIN=/path/to/tether.
+    if let Some(p) = std::env::var_os("TETHER_TEST_BIN") {
+        return PathBuf::from(p);
+    }
     if let Some(p) = option_env!("CARGO_BIN_EXE_tether") {
         return PathBuf::from(p);
     }

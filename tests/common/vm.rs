@@ -55,9 +55,16 @@ pub struct Vm {
 }
 
 impl Vm {
-    /// Mount an overlay of the tree, wire the network and boot. Returns once systemd reports
-    /// the system running (or degraded).
+    /// [`Vm::new`] then [`Vm::start`].
     pub fn boot(tag: &str, addressing: Addressing) -> Vm {
+        let mut vm = Vm::new(tag, addressing);
+        vm.start();
+        vm
+    }
+
+    /// Mount an overlay of the tree and wire the network; not booted yet (files written
+    /// now are there at first boot).
+    pub fn new(tag: &str, addressing: Addressing) -> Vm {
         let tree = tree();
         let suffix = unique_suffix();
         let name = format!("tt-{suffix}-{tag}");
@@ -82,7 +89,7 @@ impl Vm {
         let gw = Netns::new(&format!("{tag}-gw"));
         let net = Netns::new(&format!("{tag}-vm"));
         wire(&net, &gw, addressing);
-        let mut vm = Vm {
+        Vm {
             name,
             dir,
             root,
@@ -90,9 +97,18 @@ impl Vm {
             gw,
             nspawn: None,
             leader: 0,
-        };
-        vm.start_container();
-        vm
+        }
+    }
+
+    /// Boot; returns once systemd reports the system running (or degraded).
+    pub fn start(&mut self) {
+        assert!(self.nspawn.is_none(), "already running");
+        self.start_container();
+    }
+
+    /// The VM's private directory on the host (logs of helpers running outside it).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The container's root as the host sees it (writes land in the overlay).
@@ -264,6 +280,57 @@ impl Vm {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A DHCP server on the gateway's `eth0`: `dnsmasq` with 2-minute leases (its minimum),
+/// 192.0.2.10 reserved for the VM NIC's MAC and the gateway as router. No DNS. Killed on
+/// drop; its log (`--log-dhcp`) is a file.
+pub struct Dnsmasq {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Dnsmasq {
+    pub fn start(gw: &Netns, dir: &Path) -> Dnsmasq {
+        let log = dir.join("dnsmasq.log");
+        let child = gw
+            .command(&[
+                "dnsmasq",
+                "--keep-in-foreground",
+                "--conf-file=/dev/null",
+                "--interface=eth0",
+                "--bind-interfaces",
+                "--port=0",
+                "--dhcp-range=192.0.2.50,192.0.2.99,255.255.255.0,2m",
+                &format!("--dhcp-host={NIC_MAC},{VM_IP}"),
+                &format!("--dhcp-option=option:router,{GW_IP}"),
+                &format!("--dhcp-leasefile={}", dir.join("leases").display()),
+                "--pid-file=",
+                "--log-dhcp",
+                &format!("--log-facility={}", log.display()),
+            ])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn dnsmasq (package dnsmasq-base)");
+        Dnsmasq { child, log }
+    }
+
+    /// `DHCPACK` lines so far (each one a lease granted or renewed).
+    pub fn acks(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("DHCPACK"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Dnsmasq {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

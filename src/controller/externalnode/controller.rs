@@ -18,6 +18,7 @@ use super::types::{
 use super::verdict::{self, OvsPort};
 use crate::controller::bridge::OvsBridge;
 use crate::controller::interfaces::{Interface, Role};
+use crate::hostnet::{HostNetwork, NoHostNetwork};
 use crate::k8s::Stores;
 use crate::netlink::{
     Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, uplink_name,
@@ -50,6 +51,8 @@ pub struct EnController {
     flows: Arc<dyn Flows>,
     links: Arc<dyn Links + Send + Sync>,
     datapath: Arc<dyn Datapath>,
+    /// The host's network manager, told before a takeover and after a restore.
+    hostnet: Arc<dyn HostNetwork>,
     status: Mutex<EnStatus>,
     /// One operation at a time (sync, recover and replay may come from different threads).
     serial: Mutex<()>,
@@ -124,6 +127,7 @@ impl EnController {
             flows,
             links,
             datapath,
+            hostnet: Arc::new(NoHostNetwork),
             status: Mutex::new(EnStatus {
                 step: "waiting".into(),
                 ..EnStatus::default()
@@ -135,6 +139,13 @@ impl EnController {
     /// Replace how lingering datapath ports are removed (tests use a fake).
     pub fn with_datapath(mut self, datapath: Arc<dyn Datapath>) -> EnController {
         self.datapath = datapath;
+        self
+    }
+
+    /// Tell the host's network manager about takeovers (the daemon: systemd-networkd's
+    /// runtime files; by default nothing is told).
+    pub fn with_host_network(mut self, hostnet: Arc<dyn HostNetwork>) -> EnController {
+        self.hostnet = hostnet;
         self
     }
 
@@ -404,6 +415,9 @@ impl EnController {
                 .set_port_external_ids(&a.nic, &ids)
                 .map_err(ovs_err(format!("set external_ids of host port {}", a.nic)))?;
         }
+        if let Err(e) = self.hostnet.attached(&a.nic, &a.uplink) {
+            log::warn!("externalnode nic={}: {e}", a.nic);
+        }
         self.install_pair(&a.nic, &a.uplink)
     }
 
@@ -603,6 +617,19 @@ impl EnController {
             config,
         };
         self.write_record(&rec)?;
+        // Before the rename, so that the network manager follows it the right way. Not
+        // fatal: without it the takeover still works where the manager matches the NIC
+        // by name (README "DHCP and network managers").
+        match self
+            .hostnet
+            .before_takeover(&nic, rec.config.ifindex, &rec.uplink)
+        {
+            Ok(Some(did)) => log::info!("externalnode {did}"),
+            Ok(None) => {}
+            Err(e) => log::warn!(
+                "externalnode nic={nic}: telling the network manager failed: {e}; taking over anyway"
+            ),
+        }
         let mut made = Made::default();
         if let Err(error) = self.takeover_steps(&mut rec, &mut made, entity, namespace, ips) {
             log::warn!("externalnode takeover failed nic={nic} err={error}; rolling back");
@@ -715,7 +742,9 @@ impl EnController {
                     a.uplink,
                     a.nic
                 );
-                return self.drop_ports_and_flows(a);
+                self.drop_ports_and_flows(a)?;
+                self.release_host_network(&a.nic);
+                return Ok(());
             }
             Err(e) => return Err(link_err(format!("find uplink {}", a.uplink))(e)),
         };
@@ -748,6 +777,12 @@ impl EnController {
                 .collect(),
         };
         self.unwind(rec, &made)
+    }
+
+    fn release_host_network(&self, nic: &str) {
+        if let Err(e) = self.hostnet.released(nic) {
+            log::warn!("externalnode nic={nic}: giving the NIC back to the network manager: {e}");
+        }
     }
 
     fn drop_ports_and_flows(&self, a: &Attached) -> Result<(), EnError> {
@@ -854,6 +889,10 @@ impl EnController {
         }
 
         if errors.is_empty() {
+            // The NIC is itself again: the network manager may have it back. (Not while
+            // any step failed: the uplink may still be called <nic>~, and must stay
+            // unmanaged until it is not.)
+            self.release_host_network(&nic);
             self.clear_record()?;
             log::info!(
                 "externalnode {} done nic={nic}",
