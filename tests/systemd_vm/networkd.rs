@@ -47,7 +47,7 @@ fn ifindex(vm: &Vm, dev: &str) -> Option<u32> {
     // (Not /sys/class/net: the container's sysfs shows the host's links.)
     let out = vm.try_sh(&format!("ip -j link show dev '{dev}'")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).ok()?;
-    v[0]["ifindex"].as_u64().map(|i| i as u32)
+    v[0]["ifindex"].as_u64().and_then(|i| u32::try_from(i).ok())
 }
 
 /// One run: boot with `matching` as the `.network` file's `[Match]` lines, take over, wait
