@@ -20,7 +20,12 @@ if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
   ./scripts/check-product.sh
 fi
 echo "== cargo test" >&2
-cargo test --locked
+# The systemd tier (tests/systemd_vm.rs) runs next, on its own: its tests mostly wait (a
+# lease's expiry, a watchdog) and each boots a container, so they all run at once there.
+SYSTEMD_TIER=(--skip _under_a_real_systemd --skip dhcp_under_networkd)
+cargo test --locked -- "${SYSTEMD_TIER[@]}"
+echo "== cargo test: systemd tier" >&2
+cargo test --locked --test systemd_vm -- --test-threads=8
 if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
   # The fault campaigns' bounded CI tier (docs/reliability.md; --full runs the full counts).
   echo "== faults (CI tier)" >&2

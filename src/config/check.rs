@@ -511,7 +511,7 @@ fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Findi
                 Level::Warn,
                 "network",
                 line,
-                "bind the NIC's NetworkManager profile to the interface name, not the MAC",
+                "let systemd-networkd or ifupdown manage the NIC, or give it a static address (README \"DHCP and network managers\")",
             ),
             _ => ok("network", line),
         });

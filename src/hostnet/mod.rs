@@ -8,7 +8,7 @@
 //! rename, on every sync while attached, after the NIC is back under its own name).
 //!
 //! NetworkManager and ifupdown get no step (README "DHCP and network managers" says what
-//! each does after a takeover, as measured in the systemd tier).
+//! each does after a takeover, as tried in the systemd test container).
 
 pub mod networkd;
 
@@ -55,12 +55,14 @@ impl Manager {
                 dir = networkd::CONFIG_DIR,
             ),
             Manager::NetworkManager => format!(
-                "tether changes nothing in NetworkManager: a profile bound to the MAC may \
-                 configure {uplink} too; bind it to the name {nic} (README \"DHCP and network managers\")"
+                "NetworkManager keeps its connection on the renamed NIC whatever its profile \
+                 matches (it follows the ifindex): it renews the lease on {uplink}, which then \
+                 holds the address and a default route, while the host port {nic} loses its \
+                 copy when the lease runs out; tether changes nothing in NetworkManager"
             ),
             Manager::Ifupdown => format!(
-                "tether changes nothing: ifup's dhclient keeps renewing on {uplink} and \
-                 configures {nic} (the host port) by name"
+                "tether changes nothing: ifup's dhclient keeps renewing through {uplink} (its \
+                 socket stays on the NIC) and puts the address on {nic}, the host port, by name"
             ),
             Manager::None => "nothing to tell".into(),
         }
