@@ -1,6 +1,7 @@
-//! A DHCP-managed NIC under systemd-networkd (the common cloud VM): the NIC gets 192.0.2.10
-//! from dnsmasq on the gateway (2-minute leases), networkd manages it through a `.network`
-//! file matching it by name, by MAC, or by driver and MAC (Azure's netplan). tether takes it
+//! A DHCP-managed NIC (the common cloud VM): the NIC gets 192.0.2.10 from dnsmasq on the
+//! gateway (2-minute leases), and systemd-networkd manages it through a `.network` file
+//! matching it by name, by MAC, or by driver and MAC (Azure's netplan), or ifupdown's
+//! dhclient does. tether takes it
 //! over; past the lease's expiry the address must still be on the host port, renewed, the
 //! uplink `eth1~` must carry none, and the VM must stay reachable. Deleting the
 //! ExternalNode gives the NIC back, and networkd gets it its lease on its own name.
@@ -50,25 +51,47 @@ fn ifindex(vm: &Vm, dev: &str) -> Option<u32> {
     v[0]["ifindex"].as_u64().and_then(|i| u32::try_from(i).ok())
 }
 
-/// One run: boot with `matching` as the `.network` file's `[Match]` lines, take over, wait
-/// out the lease, give the NIC back.
-fn dhcp_under_networkd(test: &'static str, tag: &str, matching: &str, expect_file: &str) {
+/// What runs DHCP on the NIC in the VM.
+#[derive(Clone, Copy)]
+enum Client {
+    /// systemd-networkd with `10-nic.network` whose `[Match]` is these lines.
+    Networkd { matching: &'static str },
+    /// ifupdown: `iface eth1 inet dhcp` (dhclient).
+    Ifupdown,
+}
+
+const NIC_FILE: &str = "/etc/systemd/network/10-nic.network";
+const HOST_FILE: &str = "/run/systemd/network/00-tether-eth1.network";
+
+/// One run: boot with `client` configuring the NIC by DHCP, take over, wait out the lease,
+/// give the NIC back.
+fn dhcp_under(test: &'static str, tag: &str, client: Client) {
     if !common::privileged(test) {
         return;
     }
     let mut c = Checks::new(test);
     let mut vm = Vm::new(tag, Addressing::None);
     let dhcp = Dnsmasq::start(&vm.gw, vm.dir());
-    vm.write(
-        "/etc/systemd/network/10-nic.network",
-        &format!("[Match]\n{matching}\n\n[Network]\nDHCP=ipv4\n"),
-    );
-    std::os::unix::fs::symlink(
-        "/lib/systemd/system/systemd-networkd.service",
-        vm.root()
-            .join("etc/systemd/system/multi-user.target.wants/systemd-networkd.service"),
-    )
-    .expect("enable systemd-networkd");
+    let networkd = matches!(client, Client::Networkd { .. });
+    match client {
+        Client::Networkd { matching } => {
+            vm.write(
+                NIC_FILE,
+                &format!("[Match]\n{matching}\n\n[Network]\nDHCP=ipv4\n"),
+            );
+            std::os::unix::fs::symlink(
+                "/lib/systemd/system/systemd-networkd.service",
+                vm.root()
+                    .join("etc/systemd/system/multi-user.target.wants/systemd-networkd.service"),
+            )
+            .expect("enable systemd-networkd");
+        }
+        // networking.service (enabled in the tree) runs ifup -a at boot.
+        Client::Ifupdown => vm.write(
+            "/etc/network/interfaces",
+            "auto lo\niface lo inet loopback\n\nauto eth1\niface eth1 inet dhcp\n",
+        ),
+    }
     vm.start();
     let nic_index = ifindex(&vm, NIC).expect("eth1 in the vm");
     let leased = poll(Duration::from_secs(60), || {
@@ -91,13 +114,22 @@ fn dhcp_under_networkd(test: &'static str, tag: &str, matching: &str, expect_fil
         .unwrap_or("")
         .trim()
         .to_string();
-    c.check(
-        "tether check names the network manager and what tether will do",
-        "\"… eth1 is configured by systemd-networkd (/etc/systemd/network/10-nic.network); before the takeover tether writes …\"",
-        line.clone(),
-        line.contains("systemd-networkd (/etc/systemd/network/10-nic.network)")
-            && line.contains("00-tether-eth1-uplink.network"),
-    );
+    if networkd {
+        c.check(
+            "tether check names the network manager and what tether will do",
+            "\"… eth1 is configured by systemd-networkd (/etc/systemd/network/10-nic.network); before the takeover tether writes …\"",
+            line.clone(),
+            line.contains("systemd-networkd (/etc/systemd/network/10-nic.network)")
+                && line.contains("00-tether-eth1-uplink.network"),
+        );
+    } else {
+        c.check(
+            "tether check names the network manager and what tether will do",
+            "\"… eth1 is configured by ifupdown (/etc/network/interfaces); tether changes nothing …\"",
+            line.clone(),
+            line.contains("configured by ifupdown") && line.contains("tether changes nothing"),
+        );
+    }
     let (ok, seen) = poll(Duration::from_secs(30), || {
         let t = taken_over(&vm);
         t.0.then_some(t)
@@ -156,13 +188,15 @@ fn dhcp_under_networkd(test: &'static str, tag: &str, matching: &str, expect_fil
         routes.clone(),
         routes.lines().count() == 1 && routes.contains("dev eth1 "),
     );
-    let file = network_file(&vm, NIC);
-    c.check(
-        "networkd configures the host port",
-        expect_file,
-        file.clone(),
-        file == expect_file,
-    );
+    if networkd {
+        let file = network_file(&vm, NIC);
+        c.check(
+            "networkd configures the host port",
+            HOST_FILE,
+            file.clone(),
+            file == HOST_FILE,
+        );
+    }
     let reach = ping_gw(&vm)
         && vm
             .gw
@@ -192,7 +226,11 @@ fn dhcp_under_networkd(test: &'static str, tag: &str, matching: &str, expect_fil
     let addr = v4(&vm, NIC);
     c.check(
         "ExternalNode deleted: the NIC gets its lease back on its own name",
-        "eth1 is the NIC again (same ifindex), a DHCPACK, 192.0.2.10 on it, networkd's own file, tether's files gone",
+        if networkd {
+            "eth1 is the NIC again (same ifindex), a DHCPACK, 192.0.2.10 on it, networkd's own file, tether's files gone"
+        } else {
+            "eth1 is the NIC again (same ifindex), a DHCPACK, 192.0.2.10 on it"
+        },
         format!(
             "back: {}; ifindex {:?} (was {nic_index}); {addr:?}; {nic_file}; /run/systemd/network: [{files}]",
             back.is_some(),
@@ -200,7 +238,7 @@ fn dhcp_under_networkd(test: &'static str, tag: &str, matching: &str, expect_fil
         ),
         back.is_some()
             && addr.iter().any(|(ip, _)| ip == &format!("{VM_IP}/24"))
-            && nic_file == "/etc/systemd/network/10-nic.network"
+            && (!networkd || nic_file == NIC_FILE)
             && !files.contains("tether"),
     );
     let reach = poll(Duration::from_secs(20), || ping_gw(&vm).then_some(())).is_some();
@@ -217,31 +255,40 @@ fn dhcp_under_networkd(test: &'static str, tag: &str, matching: &str, expect_fil
 
 #[test]
 fn dhcp_under_networkd_matching_by_name() {
-    dhcp_under_networkd(
+    dhcp_under(
         "dhcp_under_networkd_matching_by_name",
         "ndname",
-        "Name=eth1",
-        "/run/systemd/network/00-tether-eth1.network",
+        Client::Networkd {
+            matching: "Name=eth1",
+        },
     );
 }
 
 #[test]
 fn dhcp_under_networkd_matching_by_mac() {
-    dhcp_under_networkd(
+    dhcp_under(
         "dhcp_under_networkd_matching_by_mac",
         "ndmac",
-        "MACAddress=02:00:00:00:01:10",
-        "/run/systemd/network/00-tether-eth1.network",
+        Client::Networkd {
+            matching: "MACAddress=02:00:00:00:01:10",
+        },
     );
 }
 
 /// Azure's netplan matches by driver and MAC (`hv_netvsc` there; `veth` here).
 #[test]
 fn dhcp_under_networkd_matching_by_driver_and_mac() {
-    dhcp_under_networkd(
+    dhcp_under(
         "dhcp_under_networkd_matching_by_driver_and_mac",
         "nddrv",
-        "MACAddress=02:00:00:00:01:10\nDriver=veth",
-        "/run/systemd/network/00-tether-eth1.network",
+        Client::Networkd {
+            matching: "MACAddress=02:00:00:00:01:10\nDriver=veth",
+        },
     );
+}
+
+/// ifupdown's dhclient: nothing for tether to do, and nothing goes wrong.
+#[test]
+fn dhcp_under_ifupdown() {
+    dhcp_under("dhcp_under_ifupdown", "ifupd", Client::Ifupdown);
 }
