@@ -99,7 +99,8 @@ fn run_notify_status_check_and_sigterm() {
     };
     assert!(
         ready.starts_with("READY=1\nSTATUS=ready: 1 TrafficControls, ")
-            && ready.ends_with(" flows, ExternalNode waiting\n"),
+            && ready
+                .ends_with(" flows, ExternalNode waiting; ovsdb connected, openflow connected\n"),
         "{ready:?}"
     );
 
