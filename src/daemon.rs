@@ -206,12 +206,18 @@ pub fn run(
         &stop,
         || client.wait_connected(Duration::from_secs(1)),
     )?;
+    // A bridge of another datapath type is a configuration error (exit 2), not something
+    // to retry: nothing is changed, and waiting cannot fix it.
     let bridge = retry(
         &format!("setting up bridge {}", cfg.bridge),
         Duration::from_secs(2),
         &stop,
-        || ovsdb::Bridge::ensure(client.clone(), &cfg.bridge, &cfg.datapath_type),
-    )?;
+        || match ovsdb::Bridge::ensure(client.clone(), &cfg.bridge, &cfg.datapath_type) {
+            Err(e @ ovsdb::OvsdbError::DatapathMismatch { .. }) => Ok(Err(e)),
+            r => r.map(Ok),
+        },
+    )?
+    .map_err(|e| DaemonError::Config(e.to_string()))?;
     let prev_round: Option<u16> = bridge
         .external_id("roundNum")
         .ok()

@@ -13,15 +13,12 @@
 mod common;
 mod externalnode_vm;
 
-use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Netns, Sandbox, Tether, privileged, wait_for};
+use common::{Netns, privileged, wait_for};
 use externalnode_vm::*;
 use serde_json::Value;
-
-const TETHER_BIN: &str = env!("CARGO_BIN_EXE_tether");
 
 /// A TrafficControl whose target is an `ovsInternal` port (created even with no Pods).
 fn tc_yaml(name: &str, port: &str) -> String {
@@ -56,105 +53,6 @@ spec:
   - ips: [{ips}]
 "
     )
-}
-
-/// Write then rename, as config tools do, so a poll never sees half a file.
-fn put(dir: &Path, name: &str, text: &str) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
-struct Bed {
-    sb: Sandbox,
-    _peer: Netns,
-    manifests: PathBuf,
-    sock: PathBuf,
-}
-
-impl Bed {
-    fn new() -> Bed {
-        let (sb, peer) = setup();
-        let manifests = sb.dir().join("manifests");
-        std::fs::create_dir_all(&manifests).unwrap();
-        let sock = sb.dir().join("tether.sock");
-        Bed {
-            sb,
-            _peer: peer,
-            manifests,
-            sock,
-        }
-    }
-
-    fn start(&self) -> Tether {
-        let config = self.sb.path("tether.yaml");
-        std::fs::write(&config, CONFIG).unwrap();
-        let dir = self.sb.dir().to_str().unwrap().to_string();
-        let args = [
-            "--config",
-            config.to_str().unwrap(),
-            "--manifests",
-            self.manifests.to_str().unwrap(),
-            "--ovs-rundir",
-            &dir,
-            "--bridge",
-            "br-int",
-            "--datapath-type",
-            "netdev",
-            "--node-name",
-            "vm1",
-            "--state-socket",
-            self.sock.to_str().unwrap(),
-        ];
-        Tether::start(self.sb.ns(), &args, &self.sb.path("tether.log"))
-    }
-
-    fn port_uuid(&self, name: &str) -> Option<String> {
-        self.sb
-            .try_vsctl(&["get", "Port", name, "_uuid"])
-            .ok()
-            .map(|s| s.trim().to_string())
-    }
-
-    fn wait_port(&self, name: &str, within: Duration) -> String {
-        wait_for(within, &format!("Port {name}"), || self.port_uuid(name))
-    }
-
-    /// `tether check` in the VM namespace with the daemon's config and source.
-    fn check(&self) -> String {
-        let dir = self.sb.dir().to_str().unwrap().to_string();
-        let o = self
-            .sb
-            .ns()
-            .command(&[
-                TETHER_BIN,
-                "check",
-                "--manifests",
-                self.manifests.to_str().unwrap(),
-                "--ovs-rundir",
-                &dir,
-                "--node-name",
-                "vm1",
-                "--state-socket",
-                &format!("{dir}/check.sock"),
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn status(&self) -> Value {
-        let o = std::process::Command::new(TETHER_BIN)
-            .args([
-                "status",
-                "--json",
-                "--state-socket",
-                self.sock.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
-    }
 }
 
 /// The kind errors `tether status` shows for the manifests source.

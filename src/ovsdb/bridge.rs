@@ -263,17 +263,19 @@ fn bridge_settings(name: &str, datapath_type: &str) -> Row {
     ])
 }
 
-/// For an existing bridge: the same settings, and a datapath-id only if none is pinned
-/// (map `insert` keeps an existing key).
-pub fn update_bridge_ops(uuid: &Uuid, name: &str, datapath_type: &str, dpid: &str) -> Vec<Op> {
+/// For an existing bridge: the same settings but the datapath type (never changed: see
+/// [`Bridge::ensure`]), and a datapath-id only if none is pinned (map `insert` keeps an
+/// existing key).
+pub fn update_bridge_ops(uuid: &Uuid, name: &str, dpid: &str) -> Vec<Op> {
     vec![
         Op::Update {
             table: "Bridge".into(),
             conditions: vec![Condition::uuid(uuid)],
             row: {
                 // `name` is immutable: an update that names it fails.
-                let mut row = bridge_settings(name, datapath_type);
+                let mut row = bridge_settings(name, "");
                 row.remove("name");
+                row.remove("datapath_type");
                 row
             },
         },
@@ -326,14 +328,26 @@ impl Bridge {
     ) -> Result<Bridge, OvsdbError> {
         let existing = select_bridge(&client, name)?;
         let uuid = match existing {
-            Some((u, current)) => {
+            Some(found) => {
+                // Never change an existing bridge's datapath type: ovs-vswitchd would
+                // destroy and re-create its ofproto (bridge.c `bridge_reconfigure`: a
+                // bridge whose type changed is deleted and added again), re-creating the
+                // host port's netdev without its addresses, and the VM is cut off.
+                if normalized_datapath(&found.datapath_type) != normalized_datapath(datapath_type) {
+                    return Err(OvsdbError::DatapathMismatch {
+                        bridge: name.to_string(),
+                        existing: normalized_datapath(&found.datapath_type).to_string(),
+                        configured: normalized_datapath(datapath_type).to_string(),
+                    });
+                }
                 // Pin the DPID the bridge already has (when none is pinned yet): a new one
                 // would make vswitchd drop every OpenFlow connection to the bridge.
-                let dpid = current
+                let dpid = found
+                    .datapath_id
                     .filter(|d| d.len() == 16 && d.chars().all(|c| c.is_ascii_hexdigit()))
                     .unwrap_or_else(random_dpid);
-                client.transact(&update_bridge_ops(&u, name, datapath_type, &dpid))?;
-                u
+                client.transact(&update_bridge_ops(&found.uuid, name, &dpid))?;
+                found.uuid
             }
             None => {
                 let dpid = random_dpid();
@@ -638,19 +652,36 @@ impl Bridge {
     }
 }
 
-/// The bridge's UUID and current datapath_id, if it exists.
-fn select_bridge(
-    client: &Client,
-    name: &str,
-) -> Result<Option<(Uuid, Option<String>)>, OvsdbError> {
+/// OVS's name for a datapath type: an empty `datapath_type` is `system`
+/// (`ofproto_normalize_type`).
+pub fn normalized_datapath(t: &str) -> &str {
+    if t.is_empty() { "system" } else { t }
+}
+
+/// What [`Bridge::ensure`] needs of an existing bridge row.
+struct Existing {
+    uuid: Uuid,
+    datapath_id: Option<String>,
+    datapath_type: String,
+}
+
+/// The bridge's UUID, current datapath_id and datapath_type, if it exists.
+fn select_bridge(client: &Client, name: &str) -> Result<Option<Existing>, OvsdbError> {
     let r = client.transact(&[Op::Select {
         table: "Bridge".into(),
         conditions: vec![Condition::name(name)],
-        columns: Some(vec!["_uuid".into(), "datapath_id".into()]),
+        columns: Some(vec![
+            "_uuid".into(),
+            "datapath_id".into(),
+            "datapath_type".into(),
+        ]),
     }])?;
     Ok(r.first().and_then(|r| r.rows.first()).and_then(|row| {
-        let uuid = row.get("_uuid").and_then(Datum::as_uuid)?.clone();
-        Some((uuid, opt_str(row, "datapath_id")))
+        Some(Existing {
+            uuid: row.get("_uuid").and_then(Datum::as_uuid)?.clone(),
+            datapath_id: opt_str(row, "datapath_id"),
+            datapath_type: opt_str(row, "datapath_type").unwrap_or_default(),
+        })
     }))
 }
 

@@ -29,6 +29,13 @@ pub enum OvsdbError {
     NotFound { table: String, name: String },
     /// OVS could not open the interface: ofport -1 with the Interface `error` column.
     PortFailed { name: String, error: String },
+    /// An existing bridge has another datapath type than the configured one (tether
+    /// never changes it: ovs-vswitchd would rebuild the bridge and drop the host port).
+    DatapathMismatch {
+        bridge: String,
+        existing: String,
+        configured: String,
+    },
     /// The client was shut down.
     Shutdown,
 }
@@ -61,6 +68,18 @@ impl fmt::Display for OvsdbError {
                     "ovs could not add interface {name:?} (ofport -1): {error}"
                 )
             }
+            OvsdbError::DatapathMismatch {
+                bridge,
+                existing,
+                configured,
+            } => write!(
+                f,
+                "bridge {bridge} has datapath_type {existing} but datapathType is {configured}; \
+                 tether never changes an existing bridge's datapath type (ovs-vswitchd would \
+                 rebuild the bridge and drop the VM's host port). Fix: set datapathType: \
+                 {existing} (or --datapath-type {existing}), or delete the bridge \
+                 (ovs-vsctl del-br {bridge}) while no NIC is attached to it"
+            ),
             OvsdbError::Shutdown => write!(f, "ovsdb client shut down"),
         }
     }

@@ -101,6 +101,21 @@ impl Tether {
         c.wait().ok().and_then(|s| s.code())
     }
 
+    /// Wait (up to `timeout`) for the daemon to exit by itself; its exit code, or None if
+    /// it is still running (or was killed by a signal).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + timeout;
+        let c = self.child.as_mut()?;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(st)) = c.try_wait() {
+                self.child = None;
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn running(&self) -> bool {
         self.pid().is_some_and(pid_alive)
     }

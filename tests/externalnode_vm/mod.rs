@@ -13,6 +13,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{Netns, Sandbox, wait_for};
+
+mod bed;
+#[allow(unused_imports)] // not every test binary drives the daemon
+pub use bed::*;
 use tether::controller::externalnode::RECORD_KEY;
 
 pub const PY: &str = "/usr/bin/python3";
