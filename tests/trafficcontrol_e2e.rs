@@ -696,6 +696,82 @@ fn erspan_values_reach_ovs_as_the_crd_says() {
     }
 }
 
+/// Tunnel targets with an IPv6 `remoteIP`: GRE and ERSPAN become OVS's `ip6gre` and
+/// `ip6erspan` (plain `gre`/`erspan` vports carry IPv4 only on the kernel datapath,
+/// Antrea #3150), VXLAN and Geneve keep their type; each port keeps Antrea's name, gets
+/// an ofport and no error. (Before: `gre` and `erspan` for either family.)
+#[test]
+fn ipv6_tunnel_remotes_get_the_ip6_types() {
+    if !privileged("ipv6_tunnel_remotes_get_the_ip6_types") {
+        return;
+    }
+    let bed = bed_with_pods();
+    let _t = start(&bed, "tether.log");
+    let cases = [
+        (
+            "v6gre",
+            "gre: {remoteIP: \"2001:db8:5::2\", key: 7}",
+            "gre-",
+            "ip6gre",
+        ),
+        (
+            "v6erspan1",
+            "erspan: {remoteIP: \"2001:db8:5::3\", sessionID: 3, version: 1, index: 15}",
+            "erspan-",
+            "ip6erspan",
+        ),
+        (
+            "v6erspan2",
+            "erspan: {remoteIP: \"2001:db8:5::4\", sessionID: 4, version: 2, dir: 1, hardwareID: 9}",
+            "erspan-",
+            "ip6erspan",
+        ),
+        (
+            "v6vxlan",
+            "vxlan: {remoteIP: \"2001:db8:5::5\"}",
+            "vxlan-",
+            "vxlan",
+        ),
+        (
+            "v6geneve",
+            "geneve: {remoteIP: \"2001:db8:5::6\"}",
+            "geneve-",
+            "geneve",
+        ),
+    ];
+    let mut all = String::new();
+    for (name, target, _, _) in &cases {
+        all.push_str(&tc_yaml(name, "Egress", "Mirror", target, None));
+        all.push_str("---\n");
+    }
+    bed.write("tcs.yaml", &all);
+    for (i, (name, _, prefix, want)) in cases.iter().enumerate() {
+        let remote = format!("2001:db8:5::{}", i + 2);
+        let row = common::wait_for(
+            Duration::from_secs(15),
+            &format!("{name}: a port to {remote} with an ofport"),
+            || {
+                let v = bed
+                    .sb
+                    .vsctl_json("Interface", None, "name,type,options,ofport,error");
+                v["data"].as_array()?.iter().find_map(|r| {
+                    let opts = r[2].to_string();
+                    (opts.contains(&format!("\"{remote}\"")) && r[3].as_i64().unwrap_or(0) > 0)
+                        .then(|| r.clone())
+                })
+            },
+        );
+        let port = row[0].as_str().unwrap();
+        assert!(port.starts_with(prefix), "{name}: port name {port}");
+        assert_eq!(row[1], serde_json::json!(want), "{name}: {row}");
+        assert_eq!(
+            row[4],
+            serde_json::json!(["set", []]),
+            "{name}: error {row}"
+        );
+    }
+}
+
 fn flow_restore_wait(bed: &Bed) -> bool {
     bed.sb
         .vsctl(&["get", "Open_vSwitch", ".", "other_config"])

@@ -78,6 +78,13 @@ impl FakeBridge {
         lock(&self.ports).iter().find(|p| p.name == name).cloned()
     }
 
+    /// Change a port's Interface type behind the controller's back (an older writer).
+    pub fn set_if_type(&self, name: &str, if_type: &str) {
+        if let Some(p) = lock(&self.ports).iter_mut().find(|p| p.name == name) {
+            p.if_type = if_type.to_string();
+        }
+    }
+
     pub fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut *lock(&self.log))
     }

@@ -393,6 +393,23 @@ impl TcController {
                     role: i.role.describe(),
                 });
             }
+            Some(i) if matches!(&spec.kind, PortKind::Tunnel { kind, .. } if *kind != i.port.if_type) =>
+            {
+                // Same name, other type: an older tether wrote `gre`/`erspan` for an IPv6
+                // remote. The netdev must be re-created anyway: delete and create.
+                log::info!(
+                    "tc port={name} type {} -> {}; re-creating it",
+                    i.port.if_type,
+                    match &spec.kind {
+                        PortKind::Tunnel { kind, .. } => kind.as_str(),
+                        _ => "",
+                    }
+                );
+                self.bridge
+                    .delete_ports(std::slice::from_ref(i.uuid()))
+                    .map_err(perr)?;
+                self.bridge.create_port(&spec).map_err(perr)?;
+            }
             Some(i) => {
                 // Same name, other options: written by an older tether (the ERSPAN
                 // hardware ID was decimal). Fixed in place, the ofport stays.

@@ -101,7 +101,7 @@ pub fn tunnel_identity(if_type: &str, options: &BTreeMap<String, String>) -> Opt
     let default_port = match if_type {
         "vxlan" => "4789",
         "geneve" => "6081",
-        "gre" | "erspan" => "-",
+        "gre" | "erspan" | "ip6gre" | "ip6erspan" => "-",
         _ => return None,
     };
     let get = |k: &str, d: &str| options.get(k).cloned().unwrap_or_else(|| d.to_string());
@@ -145,6 +145,18 @@ fn erspan_options(e: &ErspanTunnel) -> BTreeMap<String, String> {
     o
 }
 
+/// GRE and ERSPAN over IPv6 are their own OVS types (`ip6gre`, `ip6erspan`): the kernel
+/// datapath's `gre`/`erspan` vports carry IPv4 only (Antrea #3150; docs/datapath.md).
+/// VXLAN and Geneve take either family under one type. The port name stays Antrea's
+/// (hashed from `gre`/`erspan`).
+fn ip_family_type(v4: &'static str, remote: IpAddr) -> &'static str {
+    match (v4, remote.is_ipv6()) {
+        ("gre", true) => "ip6gre",
+        ("erspan", true) => "ip6erspan",
+        _ => v4,
+    }
+}
+
 /// The OVSDB port to create for a TrafficControl port (one transaction, `antrea-type=
 /// traffic-control`). A `device` is attached as a system port; `ovsInternal` is an
 /// internal port.
@@ -166,12 +178,12 @@ pub fn port_spec(p: &TcPort) -> PortSpec {
                 options.insert("key".into(), k.to_string());
             }
             PortKind::Tunnel {
-                kind: "gre".into(),
+                kind: ip_family_type("gre", g.remote_ip).into(),
                 options,
             }
         }
         TcPort::Erspan(e) => PortKind::Tunnel {
-            kind: "erspan".into(),
+            kind: ip_family_type("erspan", e.remote_ip).into(),
             options: erspan_options(e),
         },
     };
@@ -369,6 +381,32 @@ mod tests {
                         ("key", "9"),
                         ("remote_ip", "198.51.100.2"),
                     ]),
+                },
+            ),
+            (
+                // IPv6 remotes: OVS's ip6 types, same options.
+                gre("2001:db8::2", Some(7)),
+                PortKind::Tunnel {
+                    kind: "ip6gre".into(),
+                    options: opts(&[("key", "7"), ("remote_ip", "2001:db8::2")]),
+                },
+            ),
+            (
+                ers("2001:db8::2", ErspanVersion::V1, None, Some(15), None, None),
+                PortKind::Tunnel {
+                    kind: "ip6erspan".into(),
+                    options: opts(&[
+                        ("erspan_idx", "f"),
+                        ("erspan_ver", "1"),
+                        ("remote_ip", "2001:db8::2"),
+                    ]),
+                },
+            ),
+            (
+                vx("2001:db8::2", None, None),
+                PortKind::Tunnel {
+                    kind: "vxlan".into(),
+                    options: opts(&[("remote_ip", "2001:db8::2")]),
                 },
             ),
             (

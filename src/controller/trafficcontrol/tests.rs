@@ -987,3 +987,36 @@ fn tunnel_options_are_fixed_in_place() {
     );
     assert_eq!(e.ofport(&port), of);
 }
+
+/// A GRE port to an IPv6 remote that an older tether wrote as `gre` is re-created as
+/// `ip6gre` under the same name (a type change re-creates the netdev anyway).
+#[test]
+fn an_ipv6_gre_port_of_the_old_type_is_recreated() {
+    let (e, _, _) = env().with_pods();
+    let gre = json!({"gre": {"remoteIP": "2001:db8::2", "key": 1}});
+    e.stores
+        .traffic_controls
+        .apply(tc("m", spec(app_a(), "Both", "Mirror", gre)));
+    e.c.sync("m").unwrap();
+    let port = e
+        .bridge
+        .names()
+        .into_iter()
+        .find(|n| n.starts_with("gre-"))
+        .unwrap();
+    assert_eq!(e.bridge.port(&port).unwrap().if_type, "ip6gre");
+    e.bridge.set_if_type(&port, "gre");
+    e.bridge.take_log();
+    e.c.sync("m").unwrap();
+    let log = e.bridge.take_log();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0], format!("delete {port}"));
+    assert!(
+        log[1].starts_with(&format!("create {port} ip6gre")),
+        "{log:?}"
+    );
+    assert_eq!(e.bridge.port(&port).unwrap().if_type, "ip6gre");
+    e.bridge.take_log();
+    e.c.sync("m").unwrap();
+    assert_eq!(e.bridge.take_log(), Vec::<String>::new(), "converged");
+}
