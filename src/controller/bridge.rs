@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::interfaces::Interfaces;
 use crate::ovsdb::{self, OvsdbError, PortSpec, Uuid};
@@ -16,6 +17,14 @@ pub trait OvsBridge: Send + Sync {
     fn ofport(&self, name: &str) -> Result<u32, OvsdbError>;
     /// Delete ports by Port UUID, one transaction.
     fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError>;
+    /// Delete ports and wait (up to `within`) until ovs-vswitchd has applied the delete
+    /// (`next_cfg`/`cur_cfg`): it has then taken them out of the datapath. `Timeout` when
+    /// it has not (the delete is committed all the same). Fakes without a switch to wait
+    /// for: the same as `delete_ports`.
+    fn delete_ports_applied(&self, ports: &[Uuid], within: Duration) -> Result<(), OvsdbError> {
+        let _ = within;
+        self.delete_ports(ports)
+    }
     /// Replace a Port's external_ids.
     fn set_port_external_ids(
         &self,
@@ -83,6 +92,10 @@ impl OvsBridge for LiveBridge {
         self.bridge.delete_ports(ports)
     }
 
+    fn delete_ports_applied(&self, ports: &[Uuid], within: Duration) -> Result<(), OvsdbError> {
+        self.bridge.delete_ports_applied(ports, within)
+    }
+
     fn set_port_external_ids(
         &self,
         port: &str,
@@ -123,6 +136,10 @@ impl OvsBridge for ovsdb::Bridge {
 
     fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
         ovsdb::Bridge::delete_ports(self, ports)
+    }
+
+    fn delete_ports_applied(&self, ports: &[Uuid], within: Duration) -> Result<(), OvsdbError> {
+        ovsdb::Bridge::delete_ports_applied(self, ports, within)
     }
 
     fn set_port_external_ids(

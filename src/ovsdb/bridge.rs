@@ -451,7 +451,11 @@ impl Bridge {
     }
 
     fn wait_cur_cfg(&self, target: i64) -> Result<(), OvsdbError> {
-        let applied = self.client.wait_until(Duration::from_secs(30), |r| {
+        self.wait_cur_cfg_within(target, Duration::from_secs(30))
+    }
+
+    fn wait_cur_cfg_within(&self, target: i64, within: Duration) -> Result<(), OvsdbError> {
+        let applied = self.client.wait_until(within, |r| {
             r.table("Open_vSwitch").is_some_and(|t| {
                 t.values().any(|row| {
                     row.get("cur_cfg")
@@ -465,9 +469,39 @@ impl Bridge {
         } else {
             Err(OvsdbError::Timeout {
                 method: format!("ovs-vswitchd applying cfg {target}"),
-                ms: 30_000,
+                ms: u64::try_from(within.as_millis()).unwrap_or(u64::MAX),
             })
         }
+    }
+
+    /// Remove ports in one transaction that also bumps `next_cfg`, then wait (up to
+    /// `within`) until ovs-vswitchd has applied it (`cur_cfg`): only then has it taken the
+    /// ports out of the datapath. The commit stands when the wait times out (`Timeout`).
+    pub fn delete_ports_applied(&self, ports: &[Uuid], within: Duration) -> Result<(), OvsdbError> {
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let ops = [
+            delete_ports_op(&self.uuid, ports),
+            Op::Mutate {
+                table: "Open_vSwitch".into(),
+                conditions: vec![],
+                mutations: vec![Mutation::add("next_cfg", 1)],
+            },
+            Op::Select {
+                table: "Open_vSwitch".into(),
+                conditions: vec![],
+                columns: Some(vec!["next_cfg".into()]),
+            },
+        ];
+        let r = self.client.transact(&ops)?;
+        let target = r
+            .last()
+            .and_then(|r| r.rows.first())
+            .and_then(|row| row.get("next_cfg"))
+            .and_then(Datum::as_int)
+            .ok_or_else(|| OvsdbError::Protocol("select next_cfg returned nothing".into()))?;
+        self.wait_cur_cfg_within(target, within)
     }
 
     /// Remove ports (by Port UUID) in one transaction.

@@ -70,6 +70,12 @@ fn nic_owner(nic: &str) -> Owner {
     Owner::new(Category::EXTERNAL_NODE, id)
 }
 
+/// How long a release waits for ovs-vswitchd to apply the delete of the ports.
+const DELETE_APPLIED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long it then waits for the NIC's master to go (after `dpctl/del-if`): 50 x 100 ms.
+const RELEASE_TRIES: u32 = 50;
+const RELEASE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 const BYPASS_OWNER: Owner = Owner {
     category: Category::EXTERNAL_NODE,
     object: 0,
@@ -845,11 +851,15 @@ impl EnController {
                 }
             }
         }
-        if let Err(e) = self.bridge.delete_ports(&ports) {
-            errors.push(ovs_err(format!("delete ports {nic} and {uplink}"))(e));
-        }
+        self.delete_applied(&ports, &nic, &uplink, &mut errors);
         if let Err(e) = self.wait_host_netdev_gone(&nic, ifindex) {
             errors.push(e);
+        }
+        // Never rename a NIC the datapath still holds (docs/datapath.md): it would keep
+        // the VM's addresses while OVS takes its frames. The record stays; retried.
+        if let Err(e) = self.wait_nic_released(ifindex) {
+            errors.push(e);
+            return many(errors);
         }
         if restoring {
             crash_point(phase, Step::Ports);
@@ -903,6 +913,85 @@ impl EnController {
             );
         }
         many(errors)
+    }
+
+    /// Delete the host and uplink ports and wait until ovs-vswitchd has applied it (a
+    /// plain commit returns before the switch has taken the NIC out of the datapath). A
+    /// wait that times out is logged, not an error: what matters next is whether the NIC
+    /// is still held, which `wait_nic_released` checks.
+    fn delete_applied(&self, ports: &[Uuid], nic: &str, uplink: &str, errors: &mut Vec<EnError>) {
+        if ports.is_empty() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        match self.bridge.delete_ports_applied(ports, DELETE_APPLIED_WAIT) {
+            Ok(()) => {
+                let took = started.elapsed();
+                if took >= std::time::Duration::from_millis(500) {
+                    log::info!(
+                        "externalnode ovs-vswitchd applied the delete of {nic} and {uplink} after {}ms",
+                        took.as_millis()
+                    );
+                }
+            }
+            Err(OvsdbError::Timeout { .. }) => log::warn!(
+                "externalnode ovs-vswitchd has not applied the delete of {nic} and {uplink} within {}s (is it running?); checking the NIC itself",
+                DELETE_APPLIED_WAIT.as_secs()
+            ),
+            Err(e) => errors.push(ovs_err(format!("delete ports {nic} and {uplink}"))(e)),
+        }
+    }
+
+    /// The NIC (by ifindex) must have no master before it is renamed back: on the kernel
+    /// datapath a port of `ovs-system` is enslaved to it (vport-netdev). If it still is,
+    /// or (kernel datapath) `dpctl/show` still lists it, remove it with `dpctl/del-if`
+    /// and wait (bounded) for the master to go.
+    fn wait_nic_released(&self, ifindex: u32) -> Result<(), EnError> {
+        let links = self.links.as_ref();
+        let link = match links.link_by_index(ifindex) {
+            Ok(l) => l,
+            // Nothing to rename; the rename step reports what is missing.
+            Err(_) => return Ok(()),
+        };
+        let kernel = self.cfg.datapath_type != "netdev";
+        if link.master.is_none() && !kernel {
+            return Ok(());
+        }
+        match self.datapath.delete_interface(&link.name) {
+            Ok(true) => log::warn!(
+                "externalnode {} was still a datapath port after its OVS port was deleted; removed it with dpctl/del-if",
+                link.name
+            ),
+            Ok(false) => {}
+            // With no master the kernel holds nothing: vswitchd not answering is fine.
+            Err(e) if link.master.is_none() => {
+                log::debug!("externalnode dpctl/show for {} failed: {e}", link.name);
+            }
+            Err(e) => log::warn!(
+                "externalnode {} still has a master; dpctl/del-if failed: {e}",
+                link.name
+            ),
+        }
+        // Counted, not timed: `Links::pause` is the clock (fakes do not sleep).
+        let mut tries = 0;
+        loop {
+            let l = links
+                .link_by_index(ifindex)
+                .map_err(link_err(format!("look up {}", link.name)))?;
+            let Some(m) = l.master else {
+                return Ok(());
+            };
+            tries += 1;
+            if tries > RELEASE_TRIES {
+                let master =
+                    verdict::master_name(links, &l).unwrap_or_else(|| format!("index {m}"));
+                return Err(EnError::Held {
+                    nic: l.name.clone(),
+                    master,
+                });
+            }
+            links.pause(RELEASE_POLL);
+        }
     }
 
     /// Wait until the host port's netdev (called like the NIC) is gone; if the datapath

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::*;
 use crate::controller::bridge::OvsBridge;
@@ -40,6 +41,14 @@ struct Sim {
     links: Arc<FakeLinks>,
     internal: Mutex<BTreeSet<String>>,
     linger: AtomicBool,
+    /// Internal netdevs that outlived their port (`linger`), until `dpctl/del-if`.
+    lingering: Mutex<BTreeSet<String>>,
+    /// The kernel datapath model: a system port's netdev gets `ovs-system` as its master,
+    /// which goes only when the switch has applied the delete (`delete_ports_applied`) —
+    /// or, with `stuck`, only through `dpctl/del-if`; with `held`, never.
+    kernel: Option<u32>,
+    stuck: AtomicBool,
+    held: AtomicBool,
     /// Record writes (Some values) seen so far.
     writes: AtomicUsize,
     fail_write: Mutex<Option<usize>>,
@@ -53,6 +62,11 @@ impl OvsBridge for Sim {
 
     fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
         let uuid = self.bridge.create_port(spec)?;
+        if let (PortKind::System, Some(dp)) = (&spec.kind, self.kernel) {
+            if let Ok(l) = self.links.link_by_name(&spec.name) {
+                self.links.edit_link(l.index, |l| l.master = Some(dp));
+            }
+        }
         if let PortKind::Internal { mac } = &spec.kind {
             let refused = self.bridge.refuse.lock().unwrap().contains_key(&spec.name);
             if !refused {
@@ -84,9 +98,32 @@ impl OvsBridge for Sim {
             .collect();
         self.bridge.delete_ports(ports)?;
         for n in names {
-            if self.internal.lock().unwrap().remove(&n) && !self.linger.load(Ordering::SeqCst) {
-                if let Ok(l) = self.links.link_by_name(&n) {
+            if self.internal.lock().unwrap().remove(&n) {
+                if self.linger.load(Ordering::SeqCst) {
+                    self.lingering.lock().unwrap().insert(n);
+                } else if let Ok(l) = self.links.link_by_name(&n) {
                     self.links.remove_link(l.index);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn delete_ports_applied(&self, ports: &[Uuid], _: Duration) -> Result<(), OvsdbError> {
+        let system: Vec<String> = self
+            .bridge
+            .ports
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| ports.contains(&p.uuid) && p.if_type.is_empty())
+            .map(|p| p.name.clone())
+            .collect();
+        self.delete_ports(ports)?;
+        if self.kernel.is_some() && !self.stuck.load(Ordering::SeqCst) {
+            for n in system {
+                if let Ok(l) = self.links.link_by_name(&n) {
+                    self.links.edit_link(l.index, |l| l.master = None);
                 }
             }
         }
@@ -161,21 +198,31 @@ impl Flows for TestFlows {
     }
 }
 
-#[derive(Default)]
+/// `dpctl/del-if` on the `Sim`'s datapath: removes a lingering internal netdev, or
+/// releases a system port's netdev from `ovs-system` (unless `held`).
 struct FakeDatapath {
-    links: Arc<FakeLinks>,
+    sim: Arc<Sim>,
     calls: Mutex<Vec<String>>,
 }
 
 impl Datapath for FakeDatapath {
     fn delete_interface(&self, name: &str) -> Result<bool, String> {
         self.calls.lock().unwrap().push(name.to_string());
-        match self.links.link_by_name(name) {
-            Ok(l) => {
-                self.links.remove_link(l.index);
+        let links = &self.sim.links;
+        if self.sim.lingering.lock().unwrap().remove(name) {
+            if let Ok(l) = links.link_by_name(name) {
+                links.remove_link(l.index);
+                return Ok(true);
+            }
+        }
+        match links.link_by_name(name) {
+            Ok(l) if l.master.is_some() && self.sim.kernel.is_some() => {
+                if !self.sim.held.load(Ordering::SeqCst) {
+                    links.edit_link(l.index, |l| l.master = None);
+                }
                 Ok(true)
             }
-            Err(_) => Ok(false),
+            _ => Ok(false),
         }
     }
 }
@@ -248,6 +295,15 @@ fn add_gw(links: &FakeLinks, idx: u32, gw: &str, metric: u32) {
 
 /// A VM with `eth1` (v4+v6, default routes and a connected-style route) and `eth2`.
 fn fixture_with(nic1: &str) -> Fx {
+    fixture_opts(nic1, false)
+}
+
+/// [`fixture`] on the kernel datapath model: the uplink is enslaved to `ovs-system`.
+fn kernel_fixture() -> Fx {
+    fixture_opts("eth1", true)
+}
+
+fn fixture_opts(nic1: &str, kernel: bool) -> Fx {
     let links = Arc::new(FakeLinks::new());
     let eth1 = links.add_link(nic1, MAC1, 1450, true);
     let eth2 = links.add_link("eth2", MAC2, 1500, true);
@@ -261,16 +317,18 @@ fn fixture_with(nic1: &str) -> Fx {
     add_gw(&links, eth1, "2001:db8:1::1", 1024);
     add_addr(&links, eth2, "198.51.100.10", 24, Some("eth2"));
     add_addr(&links, eth2, "2001:db8:2::10", 64, None);
+    let kernel = kernel.then(|| links.add_link("ovs-system", [2, 0, 0, 0, 0, 0xaa], 1500, false));
     links.clear_calls();
     let sim = Arc::new(Sim {
         links: links.clone(),
+        kernel,
         ..Sim::default()
     });
     sim.bridge.add_port("br-int", &[], None);
     let flows = Arc::new(TestFlows::default());
     let dp = Arc::new(FakeDatapath {
-        links: links.clone(),
-        ..FakeDatapath::default()
+        sim: sim.clone(),
+        calls: Mutex::new(Vec::new()),
     });
     let stores = Stores::default();
     let ctl = new_controller(&sim, &flows, &dp, &stores, &links);
@@ -606,7 +664,9 @@ fn delete_restores_the_nic_exactly() {
     fx.ctl.sync().unwrap();
     assert_pristine(&fx, &before);
     assert_eq!(fx.ctl.status().step, "waiting");
-    assert!(fx.dp.calls.lock().unwrap().is_empty());
+    // On the kernel datapath (the default type) the uplink is looked for in `dpctl/show`
+    // before it is renamed back; nothing lingered, so nothing was removed.
+    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1~"]);
     // The bypass flows stay: they belong to the config, not to the EN.
     assert_eq!(
         fx.flows
@@ -688,7 +748,8 @@ fn a_lingering_host_netdev_is_removed_through_the_datapath() {
     fx.sim.linger.store(true, Ordering::SeqCst);
     set_en(&fx, None);
     fx.ctl.sync().unwrap();
-    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1"]);
+    // The host netdev, then the uplink's `dpctl/show` check before its rename.
+    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1", "eth1~"]);
     assert_pristine(&fx, &before);
     // It polled the way Antrea does (every 50 ms, 2 s) before asking the datapath.
     let pauses = fx
@@ -1225,4 +1286,70 @@ fn an_unmovable_route_refuses_the_takeover_naming_it() {
     fx.links.del_route(&r).unwrap();
     fx.ctl.sync().unwrap();
     assert_attached(&fx);
+}
+
+/// Kernel datapath model: the uplink is enslaved to `ovs-system` until ovs-vswitchd has
+/// applied the delete. A restore (and a rollback at every takeover step) renames it back
+/// only once it has no master, and the NIC ends exact. (Before: deleted without waiting,
+/// renamed back while still a datapath port: the NIC kept its master.)
+#[test]
+fn the_nic_is_renamed_back_only_once_the_datapath_let_it_go() {
+    let fx = kernel_fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    let up = fx.links.link_by_index(fx.eth1).unwrap();
+    assert_eq!(up.name, "eth1~");
+    assert_eq!(up.master, fx.sim.kernel, "attached: enslaved to ovs-system");
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.links.link_by_index(fx.eth1).unwrap().master, None);
+    assert_pristine(&fx, &before);
+
+    // A datapath that keeps the port after the delete was applied: dpctl/del-if first.
+    fx.sim.stuck.store(true, Ordering::SeqCst);
+    fx.dp.calls.lock().unwrap().clear();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1~"]);
+    assert_pristine(&fx, &before);
+
+    // One that never lets go: the NIC is not renamed back, the error names it, and the
+    // record stays for the next sync, which finishes once the datapath lets go.
+    fx.sim.held.store(true, Ordering::SeqCst);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    set_en(&fx, None);
+    let err = fx.ctl.sync().unwrap_err().to_string();
+    assert!(
+        err.contains("eth1~ is still enslaved to ovs-system (a datapath port)"),
+        "{err}"
+    );
+    let up = fx.links.link_by_index(fx.eth1).unwrap();
+    assert_eq!(up.name, "eth1~", "not renamed while held");
+    assert!(fx.sim.bridge_external_id(RECORD_KEY).unwrap().is_some());
+    fx.sim.held.store(false, Ordering::SeqCst);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+}
+
+/// The same for a rollback at every OVS step of a takeover on the kernel datapath model.
+#[test]
+fn a_rollback_at_every_step_renames_only_a_released_nic() {
+    for step in 0..8 {
+        let fx = kernel_fixture();
+        fx.sim.stuck.store(step % 2 == 1, Ordering::SeqCst);
+        let before = nic_state(&fx.links, fx.eth1);
+        *fx.sim.fail_write.lock().unwrap() = Some(step / 2);
+        set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+        let _ = fx.ctl.sync();
+        let l = fx.links.link_by_index(fx.eth1).unwrap();
+        assert_eq!(l.master, None, "step {step}: {l:?}");
+        *fx.sim.fail_write.lock().unwrap() = None;
+        if l.name == "eth1" {
+            assert_pristine(&fx, &before);
+        }
+    }
 }

@@ -124,6 +124,13 @@ pub enum EnError {
         nic: String,
         error: String,
     },
+    /// The NIC is still a port of the datapath (it has a master) after its OVS port was
+    /// deleted and `dpctl/del-if` was tried: renamed back now, it would keep the VM's
+    /// addresses while OVS takes its frames. Not renamed; retried.
+    Held {
+        nic: String,
+        master: String,
+    },
     /// Host state that no recorded step explains; left alone for an operator.
     Inconsistent {
         nic: String,
@@ -154,6 +161,11 @@ impl fmt::Display for EnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EnError::Invalid { en, detail } => write!(f, "ExternalNode {en}: {detail}"),
+            EnError::Held { nic, master } => write!(
+                f,
+                "{nic} is still enslaved to {master} (a datapath port) after its OVS port was \
+                 deleted; not renaming it back until ovs-vswitchd releases it"
+            ),
             EnError::NicNotFound { ips } => {
                 let ips: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
                 write!(f, "cannot find interface via IPs {}", ips.join(","))
