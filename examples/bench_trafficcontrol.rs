@@ -389,6 +389,7 @@ fn event_cost(tcs: usize) -> f64 {
                 options: BTreeMap::new(),
                 mac: None,
                 mac_in_use: None,
+                mtu: None,
             }
         })
         .collect();

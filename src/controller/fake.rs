@@ -52,6 +52,7 @@ impl FakeBridge {
             options: BTreeMap::new(),
             mac: None,
             mac_in_use: mac.map(str::to_string),
+            mtu: None,
         });
         *n
     }
@@ -131,6 +132,7 @@ impl OvsBridge for FakeBridge {
             options,
             mac: None,
             mac_in_use: None,
+            mtu: None,
         });
         Ok(uuid)
     }

@@ -151,6 +151,7 @@ mod tests {
             options: BTreeMap::new(),
             mac: None,
             mac_in_use: Some("02:00:00:00:00:99".into()),
+            mtu: None,
         }
     }
 

@@ -7,14 +7,17 @@
 //! are listed newest first, a second route with the same table, destination, TOS and metric
 //! is `EEXIST`, deleting something absent is `EADDRNOTAVAIL` / `ESRCH`, a missing link is
 //! `ENODEV`, a rename rewrites IPv4 labels (`:N` for unlabelled later addresses), routes are
-//! listed by destination. Not modelled: connected (kernel) routes, DAD, lifetimes running down.
+//! listed by destination, per-device sysctls (new links take the `default` ones; an IPv6
+//! address on a link with `disable_ipv6=1` is `EACCES`). Not modelled: connected (kernel) routes, DAD, lifetimes running down.
 //! Optionally it plays udev and keeps the old name as an altname after a rename.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::errno::{EADDRNOTAVAIL, EEXIST, ENODEV, ESRCH};
+use super::errno::{EACCES, EADDRNOTAVAIL, EEXIST, ENODEV, ENOENT, ESRCH};
+use super::sysctl::DevSysctl;
 use super::types::{Addr, Link, LinkFlags, Route};
 use super::{IFNAME_MAX, LinkError, Links};
 
@@ -30,6 +33,7 @@ pub enum Call {
     DelAddr(Addr),
     AddRoute(Route),
     DelRoute(Route),
+    SetSysctl(u32, DevSysctl, String),
     Pause(Duration),
 }
 
@@ -43,6 +47,10 @@ struct State {
     changes: usize,
     failures: Vec<(usize, LinkError)>,
     udev_altnames: bool,
+    /// Per-device sysctls by ifindex (they follow renames), and the `default` values a
+    /// new link starts with.
+    sysctls: BTreeMap<(u32, DevSysctl), String>,
+    defaults: BTreeMap<DevSysctl, String>,
 }
 
 /// See the module doc. Cheap to create; all methods take `&self`.
@@ -75,7 +83,24 @@ impl FakeLinks {
             altnames: Vec::new(),
             master: None,
         });
+        let defaults: Vec<(DevSysctl, String)> =
+            s.defaults.iter().map(|(k, v)| (*k, v.clone())).collect();
+        for (k, v) in defaults {
+            s.sysctls.insert((index, k), v);
+        }
         index
+    }
+
+    /// The `default` value new links start with (`net.<family>.conf.default.<key>`); links
+    /// created before keep theirs. Every key starts unset (absent) until given one here or
+    /// with [`FakeLinks::put_sysctl`].
+    pub fn set_default_sysctl(&self, key: DevSysctl, value: &str) {
+        self.lock().defaults.insert(key, value.to_string());
+    }
+
+    /// Set a link's sysctl directly (not recorded).
+    pub fn put_sysctl(&self, index: u32, key: DevSysctl, value: &str) {
+        self.lock().sysctls.insert((index, key), value.to_string());
     }
 
     /// Remove a link and everything on it (not recorded), like OVS deleting a port.
@@ -300,6 +325,15 @@ impl Links for FakeLinks {
         if exists {
             return Err(LinkError::from_errno(EEXIST, format!("address {addr}")));
         }
+        // `ipv6_add_addr` (net/ipv6/addrconf.c): EACCES while IPv6 is disabled on the link.
+        if addr.is_ipv6()
+            && s.sysctls
+                .get(&(addr.ifindex, DevSysctl::Ipv6DisableIpv6))
+                .map(String::as_str)
+                == Some("1")
+        {
+            return Err(LinkError::from_errno(EACCES, format!("address {addr}")));
+        }
         if addr.is_ipv6() {
             // Newest first within a scope (ipv6_link_dev_addr in net/ipv6/addrconf.c).
             let at = s
@@ -374,6 +408,28 @@ impl Links for FakeLinks {
             }
             None => Err(LinkError::from_errno(ESRCH, format!("route {route}"))),
         }
+    }
+
+    fn sysctl(&self, dev: &str, key: DevSysctl) -> Result<Option<String>, LinkError> {
+        let index = self.link_by_name(dev)?.index;
+        Ok(self.lock().sysctls.get(&(index, key)).cloned())
+    }
+
+    fn set_sysctl(&self, dev: &str, key: DevSysctl, value: &str) -> Result<(), LinkError> {
+        let index = self.link_by_name(dev)?.index;
+        let mut s = self.change(Call::SetSysctl(index, key, value.to_string()))?;
+        if !s.sysctls.contains_key(&(index, key)) {
+            return Err(LinkError::from_errno(
+                ENOENT,
+                format!(
+                    "write /proc/sys/net/{}/conf/{dev}/{}",
+                    key.family(),
+                    key.key()
+                ),
+            ));
+        }
+        s.sysctls.insert((index, key), value.to_string());
+        Ok(())
     }
 
     fn pause(&self, d: Duration) {

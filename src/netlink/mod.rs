@@ -11,6 +11,8 @@
 //! * the pure move plan and its apply/rollback step in `moving.rs` ([`capture`],
 //!   [`plan_move`], [`apply`], [`apply_best_effort`]);
 //! * the uplink naming rule in `naming.rs` ([`uplink_name`]);
+//! * the per-device sysctls a takeover carries over, in `sysctl.rs` ([`DevSysctl`]): files
+//!   under `/proc/sys/net/ipv{4,6}/conf/`, as netlink cannot set IPv6 device settings;
 //! * [`FakeLinks`] (`fake.rs`), an in-memory kernel model that records calls and injects
 //!   failures, for this module's tests and the controller's.
 //!
@@ -39,6 +41,7 @@ mod fake;
 mod moving;
 mod naming;
 mod rtnl;
+pub mod sysctl;
 mod types;
 mod wire;
 
@@ -49,10 +52,12 @@ use std::time::Duration;
 pub use fake::{Call, FakeLinks};
 pub use moving::{
     Action, Applied, ApplyError, NicConfig, Plan, Step, StepError, TENTATIVE_RETRIES,
-    TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move,
+    TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move, plan_sysctls,
+    read_sysctls,
 };
 pub use naming::{IFNAME_MAX, UPLINK_SUFFIX, uplink_name, valid_ifname};
 pub use rtnl::Rtnl;
+pub use sysctl::DevSysctl;
 pub use types::{
     Addr, AddrFlags, Lifetime, Link, LinkFlags, Nexthop, Prefix, ROUTE_F_ONLINK, Route, RoutePref,
     RouteProtocol, RouteType, Scope, TABLE_LOCAL, TABLE_MAIN, format_mac, is_link_local,
@@ -78,6 +83,9 @@ pub enum LinkError {
     Netlink { what: String, detail: String },
     /// A bounded wait ran out.
     Timeout { what: String },
+    /// EACCES adding an IPv6 address or route: IPv6 is disabled on the device
+    /// (`ipv6_add_addr` in net/ipv6/addrconf.c).
+    Ipv6Disabled { what: String, dev: String },
 }
 
 /// errno values (asm-generic/errno-base.h, errno.h); identical on every Linux architecture
@@ -117,6 +125,7 @@ impl LinkError {
             | LinkError::Busy { errno, .. }
             | LinkError::Permission { errno, .. }
             | LinkError::Other { errno, .. } => Some(*errno),
+            LinkError::Ipv6Disabled { .. } => Some(errno::EACCES),
             _ => None,
         }
     }
@@ -131,6 +140,7 @@ impl LinkError {
             | LinkError::Other { what, .. }
             | LinkError::Invalid { what, .. }
             | LinkError::Netlink { what, .. }
+            | LinkError::Ipv6Disabled { what, .. }
             | LinkError::Timeout { what } => what,
         }
     }
@@ -167,6 +177,7 @@ impl LinkError {
                 detail,
             },
             LinkError::Timeout { what } => LinkError::Timeout { what: f(what) },
+            LinkError::Ipv6Disabled { what, dev } => LinkError::Ipv6Disabled { what: f(what), dev },
         }
     }
 
@@ -187,12 +198,21 @@ impl fmt::Display for LinkError {
                 write!(f, "{what}: already exists (errno {errno})")
             }
             LinkError::Busy { what, errno } => write!(f, "{what}: busy (errno {errno})"),
-            LinkError::Permission { what, errno } => {
+            // EPERM is the capability check (`netlink_ns_capable`); EACCES comes from
+            // the object itself (IPv6 disabled on the device, an LSM), not a capability.
+            LinkError::Permission { what, errno } if *errno == errno::EPERM => {
                 write!(
                     f,
                     "{what}: permission denied (errno {errno}); needs CAP_NET_ADMIN"
                 )
             }
+            LinkError::Permission { what, errno } => {
+                write!(f, "{what}: refused by the kernel (EACCES, errno {errno})")
+            }
+            LinkError::Ipv6Disabled { what, dev } => write!(
+                f,
+                "{what}: IPv6 is disabled on {dev} (net.ipv6.conf.{dev}.disable_ipv6=1; the kernel answers EACCES)"
+            ),
             // io::Error's Display is strerror plus "(os error N)".
             LinkError::Other { what, errno } => {
                 write!(f, "{what}: {}", std::io::Error::from_raw_os_error(*errno))
@@ -243,6 +263,11 @@ pub trait Links {
     fn add_route(&self, route: &Route) -> Result<(), LinkError>;
     /// Delete this route (`NotFound` if it is not there).
     fn del_route(&self, route: &Route) -> Result<(), LinkError>;
+    /// A per-device sysctl of the link called `dev`; None when the kernel has no such
+    /// file (IPv6 off in the kernel).
+    fn sysctl(&self, dev: &str, key: DevSysctl) -> Result<Option<String>, LinkError>;
+    /// Set a per-device sysctl of the link called `dev`.
+    fn set_sysctl(&self, dev: &str, key: DevSysctl, value: &str) -> Result<(), LinkError>;
 
     /// Wait between retries. The only source of delay here, so a fake can record it
     /// instead of sleeping.

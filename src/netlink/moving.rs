@@ -41,6 +41,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::errno::EINVAL;
+use super::sysctl::DevSysctl;
 use super::types::{Addr, Link, Route, is_link_local};
 use super::{IFNAME_MAX, LinkError, Links};
 
@@ -59,6 +60,8 @@ pub struct NicConfig {
     pub addrs: Vec<Addr>,
     /// Routes of every table through the link, kernel order.
     pub routes: Vec<Route>,
+    /// Its per-device sysctls ([`DevSysctl::ALL`] order; those the kernel has).
+    pub sysctls: Vec<(DevSysctl, String)>,
 }
 
 impl NicConfig {
@@ -93,6 +96,7 @@ pub fn capture(links: &dyn Links, ifindex: u32) -> Result<NicConfig, LinkError> 
             r
         })
         .collect();
+    let sysctls = read_sysctls(links, &link.name)?;
     Ok(NicConfig {
         ifindex,
         name: link.name,
@@ -100,19 +104,64 @@ pub fn capture(links: &dyn Links, ifindex: u32) -> Result<NicConfig, LinkError> 
         mtu: link.mtu,
         addrs,
         routes,
+        sysctls,
     })
+}
+
+/// The per-device sysctls of the link called `dev` that the kernel has.
+pub fn read_sysctls(links: &dyn Links, dev: &str) -> Result<Vec<(DevSysctl, String)>, LinkError> {
+    let mut out = Vec::new();
+    for key in DevSysctl::ALL {
+        if let Some(v) = links.sysctl(dev, key)? {
+            out.push((key, v));
+        }
+    }
+    Ok(out)
+}
+
+/// Steps giving `to` the sysctls of `cfg` where its `current` ones differ; a key `to`
+/// does not have is skipped. They go before the addresses (a disabled IPv6 would refuse
+/// them).
+pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)]) -> Plan {
+    let steps = cfg
+        .sysctls
+        .iter()
+        .filter_map(|(key, value)| {
+            let (_, was) = current.iter().find(|(k, _)| k == key)?;
+            (was != value).then(|| {
+                Step::new(
+                    to,
+                    Action::SetSysctl {
+                        key: *key,
+                        value: value.clone(),
+                        was: was.clone(),
+                    },
+                )
+            })
+        })
+        .collect();
+    Plan { steps }
 }
 
 /// One change to one link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    SetMtu { mtu: u32, was: u32 },
+    SetMtu {
+        mtu: u32,
+        was: u32,
+    },
     SetUp,
     SetDown,
     AddAddr(Addr),
     DelAddr(Addr),
     AddRoute(Route),
     DelRoute(Route),
+    /// A per-device sysctl of the link (by its name at plan time).
+    SetSysctl {
+        key: DevSysctl,
+        value: String,
+        was: String,
+    },
 }
 
 /// An [`Action`] on the link with index `ifindex`, called `link` when the plan was made.
@@ -152,11 +201,30 @@ impl Step {
             Action::DelAddr(a) => Action::AddAddr(a.clone()),
             Action::AddRoute(r) => Action::DelRoute(r.clone()),
             Action::DelRoute(r) => Action::AddRoute(r.clone()),
+            Action::SetSysctl { key, value, was } => Action::SetSysctl {
+                key: *key,
+                value: was.clone(),
+                was: value.clone(),
+            },
         };
         Step {
             ifindex: self.ifindex,
             link: self.link.clone(),
             action,
+        }
+    }
+
+    /// EACCES on an IPv6 address or route means IPv6 is off on the device, not a missing
+    /// capability (that is EPERM).
+    fn ipv6_cause(&self, e: LinkError, ipv6: bool) -> LinkError {
+        match e {
+            LinkError::Permission { what, errno } if ipv6 && errno == super::errno::EACCES => {
+                LinkError::Ipv6Disabled {
+                    what,
+                    dev: self.link.clone(),
+                }
+            }
+            e => e,
         }
     }
 
@@ -171,9 +239,20 @@ impl Step {
             Action::SetMtu { mtu, .. } => links.set_mtu(i, *mtu).map(|()| Outcome::Changed),
             Action::SetUp => links.set_up(i).map(|()| Outcome::Changed),
             Action::SetDown => links.set_down(i).map(|()| Outcome::Changed),
-            Action::AddAddr(a) => tolerate(links.add_addr(a), LinkError::is_exists),
+            Action::AddAddr(a) => tolerate(
+                links
+                    .add_addr(a)
+                    .map_err(|e| self.ipv6_cause(e, a.is_ipv6())),
+                LinkError::is_exists,
+            ),
             Action::DelAddr(a) => tolerate(links.del_addr(a), LinkError::is_not_found),
-            Action::AddRoute(r) => tolerate(add_route_after_dad(links, r), LinkError::is_exists),
+            Action::AddRoute(r) => tolerate(
+                add_route_after_dad(links, r).map_err(|e| self.ipv6_cause(e, r.is_ipv6())),
+                LinkError::is_exists,
+            ),
+            Action::SetSysctl { key, value, .. } => links
+                .set_sysctl(&self.link, *key, value)
+                .map(|()| Outcome::Changed),
             Action::DelRoute(r) => tolerate(links.del_route(r), LinkError::is_not_found),
         }
     }
@@ -190,6 +269,12 @@ impl fmt::Display for Step {
             Action::DelAddr(a) => write!(f, "delete address {a} from {l}"),
             Action::AddRoute(r) => write!(f, "add route {r} to {l}"),
             Action::DelRoute(r) => write!(f, "delete route {r} from {l}"),
+            Action::SetSysctl { key, value, was } => write!(
+                f,
+                "set net.{}.conf.{l}.{}={value} (was {was})",
+                key.family(),
+                key.key()
+            ),
         }
     }
 }

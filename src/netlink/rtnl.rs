@@ -372,6 +372,15 @@ impl Links for Rtnl {
         let r = self.ack(&what, u16::from(Rtm::Delroute), NlmF::empty(), body);
         self.named(via, r)
     }
+
+    // Per-device sysctls are /proc/sys files (netlink cannot set IPv6 device settings).
+    fn sysctl(&self, dev: &str, key: super::DevSysctl) -> Result<Option<String>, LinkError> {
+        super::sysctl::read(dev, key)
+    }
+
+    fn set_sysctl(&self, dev: &str, key: super::DevSysctl, value: &str) -> Result<(), LinkError> {
+        super::sysctl::write(dev, key, value)
+    }
 }
 
 /// The link a route is about, for messages: its output link or its first nexthop's.

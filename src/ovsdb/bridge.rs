@@ -72,6 +72,8 @@ pub struct PortData {
     pub options: BTreeMap<String, String>,
     pub mac: Option<String>,
     pub mac_in_use: Option<String>,
+    /// The MTU ovs-vswitchd reports for the netdev (`mtu` column), once it has one.
+    pub mtu: Option<i64>,
 }
 
 /// Insert Interface, insert Port, add it to the bridge: the three ops of Antrea's
@@ -753,6 +755,7 @@ fn port_data_in(r: &super::Replica, port: &Uuid) -> Option<PortData> {
             .unwrap_or_default(),
         mac: icol("mac"),
         mac_in_use: icol("mac_in_use"),
+        mtu: iface.and_then(|i| i.get("mtu")).and_then(Datum::as_int),
     })
 }
 

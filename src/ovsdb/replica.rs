@@ -38,6 +38,7 @@ pub const MONITORED: &[(&str, &[&str])] = &[
             "error",
             "mac",
             "mac_in_use",
+            "mtu",
             "options",
             "external_ids",
         ],

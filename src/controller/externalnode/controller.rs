@@ -21,7 +21,8 @@ use crate::controller::interfaces::{Interface, Role};
 use crate::hostnet::{HostNetwork, NoHostNetwork};
 use crate::k8s::Stores;
 use crate::netlink::{
-    Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, uplink_name,
+    Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, plan_sysctls,
+    read_sysctls, uplink_name,
 };
 use crate::openflow::{Category, Flows, Owner};
 use crate::ovsdb::unixctl;
@@ -715,11 +716,16 @@ impl EnController {
         let nic_link = links
             .link_by_index(ifindex)
             .map_err(link_err(format!("find uplink {uplink}")))?;
-        apply(links, &plan_move(&rec.config, Some(&nic_link), &host)).map_err(|error| {
-            EnError::Move {
-                nic: nic.clone(),
-                error,
-            }
+        // The host port is a new device with the namespace's default sysctls: give it the
+        // NIC's first (IPv6 enabled before its addresses come), then the addresses.
+        let current = read_sysctls(links, &host.name)
+            .map_err(link_err(format!("read the sysctls of host port {nic}")))?;
+        let mut plan = plan_sysctls(&rec.config, &host, &current);
+        plan.steps
+            .extend(plan_move(&rec.config, Some(&nic_link), &host).steps);
+        apply(links, &plan).map_err(|error| EnError::Move {
+            nic: nic.clone(),
+            error,
         })?;
         crash_point(Phase::Takeover, Step::Move);
 
@@ -885,7 +891,17 @@ impl EnController {
         step(&mut rec, Step::Move, &mut errors);
         match nic_link {
             Ok(l) => {
-                if let Err(errs) = apply_best_effort(links, &plan_move(&rec.config, None, &l)) {
+                // The NIC kept its own sysctls while attached; these steps only undo what
+                // was changed on the host port since (its values go back with the NIC).
+                let mut plan = match read_sysctls(links, &l.name) {
+                    Ok(current) => plan_sysctls(&rec.config, &l, &current),
+                    Err(e) => {
+                        log::warn!("externalnode cannot read the sysctls of {}: {e}", l.name);
+                        crate::netlink::Plan::default()
+                    }
+                };
+                plan.steps.extend(plan_move(&rec.config, None, &l).steps);
+                if let Err(errs) = apply_best_effort(links, &plan) {
                     errors.push(EnError::Restore {
                         nic: nic.clone(),
                         errors: errs,

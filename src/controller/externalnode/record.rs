@@ -16,8 +16,8 @@ use std::net::IpAddr;
 use serde_json::{Map, Value, json};
 
 use crate::netlink::{
-    Addr, AddrFlags, Lifetime, Nexthop, NicConfig, Prefix, Route, RoutePref, RouteProtocol,
-    RouteType, Scope, format_mac,
+    Addr, AddrFlags, DevSysctl, Lifetime, Nexthop, NicConfig, Prefix, Route, RoutePref,
+    RouteProtocol, RouteType, Scope, format_mac,
 };
 
 /// The Bridge external_ids key holding the in-flight operation.
@@ -93,6 +93,12 @@ impl Record {
             "mtu": self.config.mtu,
             "addrs": self.config.addrs.iter().map(addr_json).collect::<Vec<_>>(),
             "routes": self.config.routes.iter().map(route_json).collect::<Vec<_>>(),
+            "sysctls": self
+                .config
+                .sysctls
+                .iter()
+                .map(|(k, v)| (k.id(), Value::from(v.as_str())))
+                .collect::<Map<String, Value>>(),
         })
         .to_string()
     }
@@ -133,6 +139,7 @@ impl Record {
                 .iter()
                 .map(route_from)
                 .collect::<Result<_, _>>()?,
+            sysctls: sysctls_from(o)?,
         };
         Ok(Record {
             phase,
@@ -142,6 +149,24 @@ impl Record {
             config,
         })
     }
+}
+
+/// The NIC's per-device sysctls, in apply order. Absent in records of older versions
+/// (nothing to carry); a key this version does not know is skipped.
+fn sysctls_from(o: &Map<String, Value>) -> Result<Vec<(DevSysctl, String)>, String> {
+    let Some(v) = o.get("sysctls") else {
+        return Ok(Vec::new());
+    };
+    let m = v.as_object().ok_or("sysctls: not an object")?;
+    let mut out = Vec::new();
+    for key in DevSysctl::ALL {
+        match m.get(&key.id()) {
+            None => {}
+            Some(Value::String(s)) => out.push((key, s.clone())),
+            Some(v) => return Err(format!("sysctls.{}: not a string: {v}", key.id())),
+        }
+    }
+    Ok(out)
 }
 
 fn text(o: &Map<String, Value>, k: &str) -> Result<String, String> {
@@ -381,7 +406,44 @@ mod tests {
             mtu: 1450,
             addrs: vec![a4, a6],
             routes: vec![conn, def, def6],
+            sysctls: vec![
+                (DevSysctl::Ipv6DisableIpv6, "0".into()),
+                (DevSysctl::Ipv4RpFilter, "2".into()),
+                (DevSysctl::Ipv6Forwarding, "1".into()),
+            ],
         }
+    }
+
+    /// A record written before sysctls were carried decodes with none; an unknown key
+    /// (a newer version's) is skipped, a non-string value is an error naming it.
+    #[test]
+    fn sysctls_absent_unknown_or_bad() {
+        let r = Record {
+            phase: Phase::Takeover,
+            step: Step::Move,
+            nic: "eth1".into(),
+            uplink: "eth1~".into(),
+            config: sample(),
+        };
+        let mut v: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(
+            v["sysctls"],
+            json!({"ipv4.rp_filter": "2", "ipv6.disable_ipv6": "0", "ipv6.forwarding": "1"})
+        );
+        v.as_object_mut().unwrap().remove("sysctls");
+        let old = Record::from_json(&v.to_string()).unwrap();
+        assert!(old.config.sysctls.is_empty());
+        v["sysctls"] = json!({"ipv6.mystery": "1", "ipv4.arp_ignore": "1"});
+        let newer = Record::from_json(&v.to_string()).unwrap();
+        assert_eq!(
+            newer.config.sysctls,
+            vec![(DevSysctl::Ipv4ArpIgnore, "1".to_string())]
+        );
+        v["sysctls"] = json!({"ipv4.arp_ignore": 1});
+        assert_eq!(
+            Record::from_json(&v.to_string()).unwrap_err(),
+            "sysctls.ipv4.arp_ignore: not a string: 1"
+        );
     }
 
     #[test]

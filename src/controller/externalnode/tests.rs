@@ -18,10 +18,10 @@ use crate::controller::bridge::OvsBridge;
 use crate::controller::fake::{FakeBridge, FakeFlows};
 use crate::controller::interfaces::Interfaces;
 use crate::k8s::{ExternalNode, ExternalNodeSpec, NetworkInterface, ObjectMeta, Stores};
-use crate::netlink::LinkFlags;
 use crate::netlink::{
     Addr, Call, FakeLinks, Link, LinkError, Links, Prefix, Route, RouteProtocol, Scope,
 };
+use crate::netlink::{DevSysctl, LinkFlags};
 use crate::openflow::{Category, Flow, Flows, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 use crate::pipeline::externalnode::uplink_pair_flows;
@@ -1352,4 +1352,85 @@ fn a_rollback_at_every_step_renames_only_a_released_nic() {
             assert_pristine(&fx, &before);
         }
     }
+}
+
+/// A hardened image: `net.ipv6.conf.default.disable_ipv6=1`, the NIC's own IPv6 on. The
+/// host port (a new device, so with the default values) gets the NIC's per-device
+/// sysctls before the addresses, and the takeover works; the record carries them; the NIC
+/// comes back with its own. (Before: adding the IPv6 address failed with EACCES, logged
+/// as "needs CAP_NET_ADMIN", rolled back, retried forever.)
+#[test]
+fn the_nic_sysctls_go_to_the_host_port_first() {
+    let fx = fixture();
+    for (k, nic, default) in [
+        (DevSysctl::Ipv6DisableIpv6, "0", "1"),
+        (DevSysctl::Ipv6AcceptRa, "2", "1"),
+        (DevSysctl::Ipv6Autoconf, "0", "1"),
+        (DevSysctl::Ipv6AcceptDad, "0", "1"),
+        (DevSysctl::Ipv4RpFilter, "2", "0"),
+        (DevSysctl::Ipv4ArpIgnore, "1", "0"),
+        (DevSysctl::Ipv4ArpAnnounce, "2", "0"),
+        (DevSysctl::Ipv4Forwarding, "1", "0"),
+        (DevSysctl::Ipv6Forwarding, "0", "0"),
+    ] {
+        fx.links.put_sysctl(fx.eth1, k, nic);
+        fx.links.set_default_sysctl(k, default);
+    }
+    let before = nic_state(&fx.links, fx.eth1);
+    let nic_sysctls = crate::netlink::read_sysctls(fx.links.as_ref(), "eth1").unwrap();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+    let host = crate::netlink::read_sysctls(fx.links.as_ref(), "eth1").unwrap();
+    assert_eq!(host, nic_sysctls, "the host port carries the NIC's values");
+    // Set before the first address, in DevSysctl order, only where they differed.
+    let calls = fx.links.calls();
+    let first_addr = calls
+        .iter()
+        .position(|c| matches!(c, Call::AddAddr(a) if a.local == ip("192.0.2.10")))
+        .unwrap();
+    let sets: Vec<(usize, String)> = calls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match c {
+            Call::SetSysctl(_, k, v) => Some((i, format!("{}={v}", k.id()))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sets.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
+        [
+            "ipv6.disable_ipv6=0",
+            "ipv6.accept_dad=0",
+            "ipv6.accept_ra=2",
+            "ipv6.autoconf=0",
+            "ipv4.rp_filter=2",
+            "ipv4.arp_ignore=1",
+            "ipv4.arp_announce=2",
+            "ipv4.forwarding=1",
+        ]
+    );
+    assert!(sets.iter().all(|(i, _)| *i < first_addr), "{calls:?}");
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+    assert_eq!(
+        crate::netlink::read_sysctls(fx.links.as_ref(), "eth1").unwrap(),
+        nic_sysctls
+    );
+}
+
+/// Without the copy (a NIC whose sysctls the kernel does not show), EACCES on the IPv6
+/// address says what it means.
+#[test]
+fn eacces_on_an_ipv6_address_names_disable_ipv6() {
+    let fx = fixture();
+    fx.links.set_default_sysctl(DevSysctl::Ipv6DisableIpv6, "1");
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    let err = fx.ctl.sync().unwrap_err().to_string();
+    assert!(
+        err.contains("IPv6 is disabled on eth1 (net.ipv6.conf.eth1.disable_ipv6=1; the kernel answers EACCES)"),
+        "{err}"
+    );
+    assert!(!err.contains("CAP_NET_ADMIN"), "{err}");
 }
