@@ -69,3 +69,51 @@ fn a_restart_under_another_datapath_type_changes_nothing() {
         .unwrap_or_else(|| panic!("no datapath failure in\n{report}"));
     assert!(line.contains("netdev"), "{line}");
 }
+
+fn sysctl(vm: &common::Netns, key: &str) -> String {
+    vm.exec(&["sysctl", "-n", key]).trim().to_string()
+}
+
+/// A hardened image: `net.ipv6.conf.default.disable_ipv6=1` in the VM, the NIC's own IPv6
+/// on (set before the default, as a distribution's sysctl.d does for the NICs it
+/// configures). The host port, a new device, starts with IPv6 disabled; tether gives it
+/// the NIC's per-device settings first, so the takeover works: the host port holds the
+/// IPv6 address and IPv6 ping works through OVS. Deleting the ExternalNode gives the NIC
+/// back with its addresses and its own settings. (Before: EACCES on the IPv6 address,
+/// logged as "needs CAP_NET_ADMIN", rolled back and retried forever.)
+#[test]
+fn a_hardened_default_disable_ipv6_does_not_stop_the_takeover() {
+    if !privileged("a_hardened_default_disable_ipv6_does_not_stop_the_takeover") {
+        return;
+    }
+    let bed = Bed::new();
+    let vm = bed.sb.ns();
+    vm.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.default.disable_ipv6=1",
+        "net.ipv4.conf.eth1.arp_announce=2",
+    ]);
+    let before = snapshot(vm, "eth1");
+    put(&bed.manifests, "en.yaml", EN_YAML);
+    let t = bed.start();
+    wait_attached(&bed);
+    neutralise_uplink(vm, "eth1~", true);
+    let addrs = vm.ip(&["-6", "addr", "show", "dev", "eth1"]);
+    assert!(addrs.contains("2001:db8:1::10/64"), "{addrs}");
+    assert_eq!(sysctl(vm, "net.ipv6.conf.eth1.disable_ipv6"), "0");
+    assert_eq!(sysctl(vm, "net.ipv4.conf.eth1.arp_announce"), "2");
+    assert_clean_ping(vm, "2001:db8:1::1");
+    assert_clean_ping(vm, "192.0.2.1");
+    assert!(!t.log().contains("CAP_NET_ADMIN"), "{}", t.log());
+    std::fs::remove_file(bed.manifests.join("en.yaml")).unwrap();
+    wait_for(Duration::from_secs(20), "eth1 given back", || {
+        (bed.status()["external_node"]["step"] == "waiting"
+            && vm.try_ip(&["link", "show", "dev", "eth1~"]).is_err())
+        .then_some(())
+    });
+    assert_restored(vm, "eth1", &before);
+    assert_eq!(sysctl(vm, "net.ipv6.conf.eth1.disable_ipv6"), "0");
+    assert_eq!(sysctl(vm, "net.ipv4.conf.eth1.arp_ignore"), "0");
+    assert_eq!(sysctl(vm, "net.ipv4.conf.eth1.arp_announce"), "2");
+}
