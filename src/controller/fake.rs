@@ -131,8 +131,13 @@ impl OvsBridge for FakeBridge {
             error: refused,
             options,
             mac: None,
-            mac_in_use: None,
-            mtu: None,
+            // What ovs-vswitchd reports once it has the netdev: an internal port's MAC
+            // and MTU as requested.
+            mac_in_use: match &spec.kind {
+                PortKind::Internal { mac } => mac.clone(),
+                _ => None,
+            },
+            mtu: spec.mtu_request.map(i64::from),
         });
         Ok(uuid)
     }

@@ -59,17 +59,27 @@ pub fn monitor_params(db: &str, id: &Value, cond: bool) -> Value {
     json!([db, id, reqs])
 }
 
-/// Monitored columns whose schema type is a scalar (min = max = 1): an update2 `modify`
-/// carries their new value. Every other monitored column is a set or map (vswitch.ovsschema),
-/// and `modify` carries a diff.
-const SCALARS: &[(&str, &str)] = &[
+/// Monitored columns holding at most one value (max = 1: scalars and optional columns such
+/// as `ofport` or `mac_in_use`, vswitch.ovsschema): an update2 `modify` carries their new
+/// value, as ovsdb-server diffs only composite types (`ovsdb_datum_diff` in
+/// lib/ovsdb-data.c: `!ovsdb_type_is_composite` → the new datum). Every other monitored
+/// column is a set or map with max > 1, and `modify` carries a diff. (Seen for real:
+/// `mac_in_use` going from a random MAC to the requested one arrives as just the new one.)
+const SINGLE: &[(&str, &str)] = &[
     ("Open_vSwitch", "next_cfg"),
     ("Open_vSwitch", "cur_cfg"),
     ("Bridge", "name"),
     ("Bridge", "datapath_type"),
+    ("Bridge", "datapath_id"),
+    ("Bridge", "fail_mode"),
     ("Port", "name"),
     ("Interface", "name"),
     ("Interface", "type"),
+    ("Interface", "ofport"),
+    ("Interface", "error"),
+    ("Interface", "mac"),
+    ("Interface", "mac_in_use"),
+    ("Interface", "mtu"),
 ];
 
 pub type Table = BTreeMap<Uuid, Row>;
@@ -128,7 +138,7 @@ impl Replica {
                     let row = t.entry(uuid).or_default();
                     for (col, d) in as_object(diff, "modify")? {
                         let d = Datum::from_json(d)?;
-                        let scalar = SCALARS.contains(&(table.as_str(), col.as_str()));
+                        let scalar = SINGLE.contains(&(table.as_str(), col.as_str()));
                         let merged = apply_diff(row.get(col), d, scalar);
                         row.insert(col.clone(), merged);
                     }
@@ -150,7 +160,7 @@ fn as_object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, Ovs
         .ok_or_else(|| OvsdbError::Protocol(format!("{what} is not an object: {v}")))
 }
 
-/// `modify` semantics (OVS `ovsdb-server(7)`, update2): a scalar is replaced; for a set
+/// `modify` semantics (OVS `ovsdb-server(7)`, update2): a single-valued column is replaced; for a set
 /// (optional columns such as `ofport` included) the diff is the symmetric difference; for a
 /// map, a key with the same value is removed, a different value replaces, a new key is added.
 fn apply_diff(old: Option<&Datum>, diff: Datum, scalar: bool) -> Datum {
@@ -231,10 +241,24 @@ mod tests {
             row["external_ids"].to_str_map(),
             BTreeMap::from([("a".into(), "9".into()), ("c".into(), "3".into())])
         );
-        // An optional column changing value: the diff holds both old and new.
-        r.apply_update2(&json!({"Interface": {U1: {"modify": {"ofport": ["set", [5, 6]]}}}}))
+        // An optional column (max 1) changing value: the new value, not a diff (as a real
+        // ovsdb-server sends mac_in_use), and back to unset.
+        r.apply_update2(&json!({"Interface": {U1: {"modify": {"ofport": 6}}}}))
             .unwrap();
         assert_eq!(r.row("Interface", &u).unwrap()["ofport"].as_int(), Some(6));
+        r.apply_update2(&json!({"Interface": {U1: {"modify": {
+            "mac_in_use": "46:08:c9:71:d9:db"}}}}))
+            .unwrap();
+        r.apply_update2(&json!({"Interface": {U1: {"modify": {
+            "mac_in_use": "02:00:00:00:01:10"}}}}))
+            .unwrap();
+        assert_eq!(
+            r.row("Interface", &u).unwrap()["mac_in_use"].as_str(),
+            Some("02:00:00:00:01:10")
+        );
+        r.apply_update2(&json!({"Interface": {U1: {"modify": {"ofport": ["set", []]}}}}))
+            .unwrap();
+        assert_eq!(r.row("Interface", &u).unwrap()["ofport"].as_int(), None);
         // A scalar is replaced.
         r.apply_update2(&json!({"Interface": {U1: {"modify": {"type": "internal"}}}}))
             .unwrap();

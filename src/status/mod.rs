@@ -95,6 +95,9 @@ pub struct EnRow {
     pub host_ofport: Option<u32>,
     pub addresses: Vec<String>,
     pub bypass_flows: usize,
+    /// Attached: "verified", or what of the host port's identity does not match.
+    #[serde(default)]
+    pub identity: Option<String>,
     pub last_error: Option<String>,
 }
 

@@ -118,6 +118,7 @@ impl Probe {
                 host_ofport: e.host_ofport,
                 addresses: e.addresses,
                 bypass_flows: e.bypass_flows,
+                identity: e.identity,
                 last_error: e.last_error,
             },
             metrics,

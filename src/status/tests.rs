@@ -66,6 +66,7 @@ fn sample() -> Snapshot {
             host_ofport: Some(2),
             addresses: vec!["192.0.2.10".into()],
             bypass_flows: 0,
+            identity: Some("verified".into()),
             last_error: None,
         },
         metrics,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha1::{Digest, Sha1};
 
+use super::identity;
 use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
 #[cfg(feature = "test-hooks")]
 use super::types::CRASH_ENV;
@@ -75,6 +76,8 @@ fn nic_owner(nic: &str) -> Owner {
 const DELETE_APPLIED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long it then waits for the NIC's master to go (after `dpctl/del-if`): 50 x 100 ms.
 const RELEASE_TRIES: u32 = 50;
+/// How long the identity check after a takeover waits for ovs-vswitchd: 20 x 100 ms.
+const IDENTITY_TRIES: u32 = 20;
 const RELEASE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 const BYPASS_OWNER: Owner = Owner {
@@ -241,6 +244,7 @@ impl EnController {
                     .get("ip-address")
                     .map(|s| s.split(',').map(str::to_string).collect())
                     .unwrap_or_default();
+                st.identity = Some(self.identity_now(a));
             }
             None => {
                 *st = EnStatus {
@@ -250,6 +254,25 @@ impl EnController {
                     ..EnStatus::default()
                 };
             }
+        }
+    }
+
+    /// "verified", or what does not match now (the uplink's MAC and MTU are the NIC's).
+    fn identity_now(&self, a: &Attached) -> String {
+        let Ok(up) = self.links.link_by_name(&a.uplink) else {
+            return format!("uplink {} not found", a.uplink);
+        };
+        let Some(mac) = up.mac else {
+            return format!("uplink {} has no MAC", a.uplink);
+        };
+        let m = self.identity_mismatches(&a.nic, &a.uplink, mac, up.mtu, Some(up.index));
+        if m.is_empty() {
+            "verified".into()
+        } else {
+            m.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
         }
     }
 
@@ -727,6 +750,7 @@ impl EnController {
             nic: nic.clone(),
             error,
         })?;
+        self.verify_identity(rec)?;
         crash_point(Phase::Takeover, Step::Move);
 
         rec.step = Step::Flows;
@@ -739,6 +763,70 @@ impl EnController {
             })?;
         crash_point(Phase::Takeover, Step::Flows);
         Ok(())
+    }
+
+    /// The identity facts of an attached NIC (see `identity`), read now.
+    fn identity_mismatches(
+        &self,
+        nic: &str,
+        uplink: &str,
+        mac: [u8; 6],
+        mtu: u32,
+        ifindex: Option<u32>,
+    ) -> Vec<identity::Mismatch> {
+        let links = self.links.as_ref();
+        let ifs = self.bridge.interfaces();
+        let up_link = match ifindex {
+            Some(i) => links.link_by_index(i).ok(),
+            None => links.link_by_name(uplink).ok(),
+        };
+        let facts = identity::Facts {
+            mac,
+            mtu,
+            host_kernel_mac: links.link_by_name(nic).ok().and_then(|l| l.mac),
+            host: ifs.get(nic).map(|i| &i.port),
+            uplink: ifs.get(uplink).map(|i| &i.port),
+            kernel_datapath: self.cfg.datapath_type != "netdev",
+            uplink_master: up_link.and_then(|l| verdict::master_name(links, &l)),
+        };
+        identity::mismatches(&facts)
+    }
+
+    /// After the move: the host port must be the NIC's stand-in (MAC in the kernel and in
+    /// OVSDB, the MTU OVS reports, no interface error, on the kernel datapath the uplink
+    /// enslaved to ovs-system). ovs-vswitchd fills `mac_in_use` and `mtu` a moment after
+    /// the port appears: waited for (2 s). A mismatch rolls the takeover back.
+    fn verify_identity(&self, rec: &Record) -> Result<(), EnError> {
+        let mac = rec.config.mac.ok_or_else(|| EnError::NoMac {
+            nic: rec.nic.clone(),
+        })?;
+        let mut tries = 0;
+        loop {
+            let m = self.identity_mismatches(
+                &rec.nic,
+                &rec.uplink,
+                mac,
+                rec.config.mtu,
+                Some(rec.config.ifindex),
+            );
+            if m.is_empty() {
+                log::info!(
+                    "externalnode identity verified nic={} mac={} mtu={}",
+                    rec.nic,
+                    format_mac(&mac),
+                    rec.config.mtu
+                );
+                return Ok(());
+            }
+            tries += 1;
+            if tries > IDENTITY_TRIES {
+                return Err(EnError::Identity {
+                    nic: rec.nic.clone(),
+                    mismatches: m.iter().map(ToString::to_string).collect(),
+                });
+            }
+            self.links.pause(RELEASE_POLL);
+        }
     }
 
     /// Give an attached NIC back: capture the host port's configuration (that is where

@@ -49,6 +49,8 @@ struct Sim {
     kernel: Option<u32>,
     stuck: AtomicBool,
     held: AtomicBool,
+    /// udev (MACAddressPolicy=) rewriting a new internal port's MAC.
+    udev_mac: Option<[u8; 6]>,
     /// Record writes (Some values) seen so far.
     writes: AtomicUsize,
     fail_write: Mutex<Option<usize>>,
@@ -74,6 +76,7 @@ impl OvsBridge for Sim {
                     .as_deref()
                     .and_then(crate::pipeline::parse_mac)
                     .unwrap_or([2, 0, 0, 0, 0, 0xee]);
+                let mac = self.udev_mac.unwrap_or(mac);
                 self.links
                     .add_link(&spec.name, mac, spec.mtu_request.unwrap_or(1500), false);
                 self.internal.lock().unwrap().insert(spec.name.clone());
@@ -267,6 +270,13 @@ fn new_controller(
         node_name: "vm1".into(),
         namespace: "default".into(),
         bypass_rules: rules(),
+        // The kernel datapath only where the Sim models it (the uplink's master).
+        datapath_type: if sim.kernel.is_some() {
+            "system"
+        } else {
+            "netdev"
+        }
+        .into(),
         ..EnConfig::default()
     };
     EnController::new(
@@ -664,9 +674,7 @@ fn delete_restores_the_nic_exactly() {
     fx.ctl.sync().unwrap();
     assert_pristine(&fx, &before);
     assert_eq!(fx.ctl.status().step, "waiting");
-    // On the kernel datapath (the default type) the uplink is looked for in `dpctl/show`
-    // before it is renamed back; nothing lingered, so nothing was removed.
-    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1~"]);
+    assert!(fx.dp.calls.lock().unwrap().is_empty());
     // The bypass flows stay: they belong to the config, not to the EN.
     assert_eq!(
         fx.flows
@@ -748,8 +756,7 @@ fn a_lingering_host_netdev_is_removed_through_the_datapath() {
     fx.sim.linger.store(true, Ordering::SeqCst);
     set_en(&fx, None);
     fx.ctl.sync().unwrap();
-    // The host netdev, then the uplink's `dpctl/show` check before its rename.
-    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1", "eth1~"]);
+    assert_eq!(*fx.dp.calls.lock().unwrap(), ["eth1"]);
     assert_pristine(&fx, &before);
     // It polled the way Antrea does (every 50 ms, 2 s) before asking the datapath.
     let pauses = fx
@@ -1433,4 +1440,39 @@ fn eacces_on_an_ipv6_address_names_disable_ipv6() {
         "{err}"
     );
     assert!(!err.contains("CAP_NET_ADMIN"), "{err}");
+}
+
+/// A host port whose kernel MAC is not the NIC's (udev rewrote it): the takeover rolls
+/// back, the error names the field, the NIC is as it was. On the kernel datapath model an
+/// attached NIC's status says "verified" (uplink enslaved to ovs-system).
+#[test]
+fn a_host_port_that_is_not_the_nics_stand_in_rolls_back() {
+    let fx0 = fixture();
+    let sim = Arc::new(Sim {
+        links: fx0.links.clone(),
+        udev_mac: Some([2, 0, 0, 0, 0, 0x99]),
+        ..Sim::default()
+    });
+    sim.bridge.add_port("br-int", &[], None);
+    let dp = Arc::new(FakeDatapath {
+        sim: sim.clone(),
+        calls: Mutex::new(Vec::new()),
+    });
+    let ctl = new_controller(&sim, &fx0.flows, &dp, &fx0.stores, &fx0.links);
+    let before = nic_state(&fx0.links, fx0.eth1);
+    set_en(&fx0, Some(en("vm1", "", &["192.0.2.10"])));
+    let err = ctl.sync().unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "host port eth1 is not the NIC's stand-in after the takeover: host port MAC (kernel) is 02:00:00:00:00:99 (want 02:00:00:00:01:10)"
+        ),
+        "{err}"
+    );
+    assert_eq!(nic_state(&fx0.links, fx0.eth1), before);
+    assert!(fx0.links.link_by_name("eth1~").is_err());
+
+    let fx = kernel_fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.ctl.status().identity.as_deref(), Some("verified"));
 }

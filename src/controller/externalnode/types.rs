@@ -131,6 +131,12 @@ pub enum EnError {
         nic: String,
         master: String,
     },
+    /// After the takeover the host port is not the NIC's stand-in (`identity`); rolled
+    /// back.
+    Identity {
+        nic: String,
+        mismatches: Vec<String>,
+    },
     /// Host state that no recorded step explains; left alone for an operator.
     Inconsistent {
         nic: String,
@@ -161,6 +167,11 @@ impl fmt::Display for EnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EnError::Invalid { en, detail } => write!(f, "ExternalNode {en}: {detail}"),
+            EnError::Identity { nic, mismatches } => write!(
+                f,
+                "host port {nic} is not the NIC's stand-in after the takeover: {}",
+                mismatches.join("; ")
+            ),
             EnError::Held { nic, master } => write!(
                 f,
                 "{nic} is still enslaved to {master} (a datapath port) after its OVS port was \
@@ -241,6 +252,8 @@ pub struct EnStatus {
     /// The host port's `ip-address` entries.
     pub addresses: Vec<String>,
     pub bypass_flows: usize,
+    /// Attached: "verified" or the identity mismatches (`identity`).
+    pub identity: Option<String>,
     pub last_error: Option<String>,
 }
 
