@@ -160,9 +160,9 @@ fn as_object<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>, Ovs
         .ok_or_else(|| OvsdbError::Protocol(format!("{what} is not an object: {v}")))
 }
 
-/// `modify` semantics (OVS `ovsdb-server(7)`, update2): a single-valued column is replaced; for a set
-/// (optional columns such as `ofport` included) the diff is the symmetric difference; for a
-/// map, a key with the same value is removed, a different value replaces, a new key is added.
+/// `modify` semantics (OVS `ovsdb-server(7)`, update2): a column of at most one value is
+/// replaced (see [`SINGLE`]); for a set the diff is the symmetric difference; for a map, a
+/// key with the same value is removed, a different value replaces, a new key is added.
 fn apply_diff(old: Option<&Datum>, diff: Datum, scalar: bool) -> Datum {
     if scalar {
         return diff;
