@@ -130,7 +130,7 @@ fn agent_main(dir: &str) {
         )
         .unwrap(),
     );
-    let bridge = Arc::new(Bridge::ensure(client, "br-int", "netdev").unwrap());
+    let bridge = Arc::new(Bridge::ensure(client, "br-int", common::datapath()).unwrap());
     let prev: u16 = bridge
         .external_id("roundNum")
         .unwrap()
@@ -155,7 +155,7 @@ fn agent_main(dir: &str) {
         namespace: "default".into(),
         bypass_rules: bypass_rules(),
         ovs_rundir: dir.clone(),
-        datapath_type: "netdev".into(),
+        datapath_type: common::datapath().into(),
     };
     let ctl = EnController::new(cfg, stores.clone(), bridge.clone(), flows.clone(), links);
     let mut seen = 0u64;
@@ -576,16 +576,23 @@ fn unixctl_removes_a_datapath_port() {
     let pid = sb.pid("ovs-vswitchd").unwrap();
     assert_eq!(ctl.path(), sb.path(&format!("ovs-vswitchd.{pid}.ctl")));
     let names = |ctl: &Unixctl| -> Vec<String> {
-        parse_dpctl_show(&ctl.call("dpctl/show", &["netdev@ovs-netdev"]).unwrap())
+        parse_dpctl_show(&ctl.call("dpctl/show", &[common::dpctl_name()]).unwrap())
             .into_iter()
             .map(|(_, n)| n)
             .collect()
     };
-    assert_eq!(names(&ctl), ["ovs-netdev", "br-int", "p1"]);
+    assert_eq!(
+        names(&ctl),
+        [
+            format!("ovs-{}", common::datapath()).as_str(),
+            "br-int",
+            "p1"
+        ]
+    );
     // The same text ovs-appctl prints.
     assert_eq!(
-        ctl.call("dpctl/show", &["netdev@ovs-netdev"]).unwrap(),
-        sb.appctl(&["dpctl/show", "netdev@ovs-netdev"])
+        ctl.call("dpctl/show", &[common::dpctl_name()]).unwrap(),
+        sb.appctl(&["dpctl/show", common::dpctl_name()])
     );
     // vswitchd logs the removal; it then re-adds the port, because its OVSDB row is still
     // there (in the real case the row is gone, which is why the netdev lingered).
@@ -596,13 +603,13 @@ fn unixctl_removes_a_datapath_port() {
             .count()
     };
     assert_eq!(deletions(), 0);
-    assert!(delete_dp_interface(&ctl, "netdev@ovs-netdev", "p1").unwrap());
+    assert!(delete_dp_interface(&ctl, common::dpctl_name(), "p1").unwrap());
     wait_for(
         Duration::from_secs(5),
         "vswitchd to log the removal",
         || (deletions() == 1).then_some(()),
     );
-    assert!(!delete_dp_interface(&ctl, "netdev@ovs-netdev", "nope").unwrap());
+    assert!(!delete_dp_interface(&ctl, common::dpctl_name(), "nope").unwrap());
     // Antrea's datapath name does not exist on the userspace datapath (ovs-recipe.md §1).
     let e = ctl.call("dpctl/show", &["system@ovs-system"]).unwrap_err();
     assert!(

@@ -48,7 +48,7 @@ impl Daemon {
             "--bridge",
             "br-int",
             "--datapath-type",
-            "netdev",
+            common::datapath(),
             "--node-name",
             "vm1",
             "--state-socket",

@@ -243,7 +243,7 @@ impl Bed {
                 "--bridge",
                 "br-int",
                 "--datapath-type",
-                "netdev",
+                common::datapath(),
                 "--node-name",
                 "vm1",
                 "--state-socket",

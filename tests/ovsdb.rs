@@ -49,7 +49,7 @@ fn ensure_bridge_settings_and_pinned_dpid() {
     }
     let sb = Sandbox::start();
     let c = client(&sb);
-    let br = Bridge::ensure(c.clone(), "br-int", "netdev").unwrap();
+    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     let r = row(
         &sb,
         "Bridge",
@@ -58,7 +58,7 @@ fn ensure_bridge_settings_and_pinned_dpid() {
     );
     assert_eq!(r[0], json!("br-int"));
     assert_eq!(r[1], json!(["set", ["OpenFlow10", "OpenFlow15"]]));
-    assert_eq!(r[2], json!("netdev"));
+    assert_eq!(r[2], json!(common::datapath()));
     assert_eq!(r[3], json!("standalone"));
     let dpid = r[4][1][0][1].as_str().unwrap().to_string();
     assert_eq!(r[4][1][0][0], json!("datapath-id"));
@@ -69,7 +69,7 @@ fn ensure_bridge_settings_and_pinned_dpid() {
         json!("internal")
     );
     // Idempotent: a second ensure keeps the DPID (Antrea rewrote it on every start).
-    let br2 = Bridge::ensure(c.clone(), "br-int", "netdev").unwrap();
+    let br2 = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     assert_eq!(br2.uuid(), br.uuid());
     assert_eq!(
         row(&sb, "Bridge", "br-int", "other_config")[0][1][0][1],
@@ -84,11 +84,11 @@ fn ensure_bridge_settings_and_pinned_dpid() {
         "set",
         "bridge",
         "br-x",
-        "datapath_type=netdev",
+        &format!("datapath_type={}", common::datapath()),
         "fail_mode=secure",
     ]);
     let before = row(&sb, "Bridge", "br-x", "datapath_id")[0].clone();
-    Bridge::ensure(c, "br-x", "netdev").unwrap();
+    Bridge::ensure(c, "br-x", common::datapath()).unwrap();
     let r = row(
         &sb,
         "Bridge",
@@ -108,7 +108,7 @@ fn ports_of_every_kind_with_exact_columns() {
     }
     let sb = Sandbox::start();
     let c = client(&sb);
-    let br = Bridge::ensure(c.clone(), "br-int", "netdev").unwrap();
+    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     // Internal port with a MAC: honoured by OVS (mac_in_use) and the tap in the netns.
     let spec = PortSpec::new(
         "eth1",
@@ -286,7 +286,7 @@ fn ofport_minus_one_reports_ovs_error() {
         return;
     }
     let sb = Sandbox::start();
-    let br = Bridge::ensure(client(&sb), "br-int", "netdev").unwrap();
+    let br = Bridge::ensure(client(&sb), "br-int", common::datapath()).unwrap();
     // An internal port named after an existing netdev (ovs-recipe.md §2 F, Antrea #4122).
     sb.ns().ip(&[
         "link", "add", "taken0", "type", "veth", "peer", "name", "taken1",
@@ -331,7 +331,7 @@ fn external_ids_of_ports_and_bridge() {
         return;
     }
     let sb = Sandbox::start();
-    let br = Bridge::ensure(client(&sb), "br-int", "netdev").unwrap();
+    let br = Bridge::ensure(client(&sb), "br-int", common::datapath()).unwrap();
     br.create_port(&PortSpec::new("p1", PortKind::Internal { mac: None }))
         .unwrap();
     let m = ids(&[
@@ -385,7 +385,7 @@ fn replica_follows_changes_made_by_others() {
     }
     let sb = Sandbox::start();
     let c = client(&sb);
-    let br = Bridge::ensure(c.clone(), "br-int", "netdev").unwrap();
+    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     let events = c.events();
     sb.vsctl(&[
         "add-port",
@@ -435,7 +435,7 @@ fn reconnects_after_ovsdb_server_restart() {
         ..Default::default()
     };
     let c = Arc::new(Client::connect(Remote::parse(&sb.db_remote()).unwrap(), opts, T).unwrap());
-    let br = Bridge::ensure(c.clone(), "br-int", "netdev").unwrap();
+    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     br.create_port(&PortSpec::new("p1", PortKind::Internal { mac: None }))
         .unwrap();
     let events = c.events();

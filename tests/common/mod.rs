@@ -24,7 +24,7 @@ pub mod vm;
 #[allow(unused_imports)]
 pub use netns::{Netns, in_netns, unique_suffix};
 #[allow(unused_imports)]
-pub use ovs::{Sandbox, SandboxOpts};
+pub use ovs::{Sandbox, SandboxOpts, datapath, dpctl_name, kernel_datapath};
 #[allow(unused_imports)]
 pub use privilege::privileged;
 #[allow(unused_imports)]

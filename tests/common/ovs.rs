@@ -1,5 +1,6 @@
-//! A real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, userspace `netdev` datapath) in a
-//! private network namespace, with every socket, pid file, log and the database in a private
+//! A real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, the userspace `netdev` datapath, or
+//! the kernel's with `TETHER_TEST_DATAPATH=system`: see [`datapath`]) in a private network
+//! namespace, with every socket, pid file, log and the database in a private
 //! temp dir. One namespace per sandbox: two vswitchds in one namespace clash over the
 //! `ovs-netdev` tap (ovs-recipe.md §1). Dropping the sandbox stops the daemons, kills
 //! whatever is left in the namespace, deletes it and removes the dir — also on panic.
@@ -14,6 +15,36 @@ pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 /// Seconds for every ovs-vsctl/ovs-ofctl/ovs-appctl call: without it they hang forever
 /// while vswitchd is down (ovs-recipe.md §5).
 pub const TOOL_TIMEOUT: &str = "10";
+
+/// The datapath type every test uses: `TETHER_TEST_DATAPATH`, `netdev` by default (these
+/// machines' kernels have no openvswitch module). `system` needs the module and fails
+/// loudly without it, rather than timing out on bridges that never get a datapath_id
+/// (docs/datapath.md §8).
+pub fn datapath() -> &'static str {
+    static DP: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    DP.get_or_init(|| match std::env::var("TETHER_TEST_DATAPATH").as_deref() {
+        Err(_) | Ok("") | Ok("netdev") => "netdev",
+        Ok("system") => {
+            assert!(
+                Path::new("/sys/module/openvswitch").exists(),
+                "TETHER_TEST_DATAPATH=system but the openvswitch kernel module is not \
+                     loaded (modprobe openvswitch), so ovs-vswitchd has no kernel datapath"
+            );
+            "system"
+        }
+        Ok(other) => panic!("TETHER_TEST_DATAPATH={other:?}: use netdev or system"),
+    })
+}
+
+/// The kernel datapath is in use (no netdev-only workarounds).
+pub fn kernel_datapath() -> bool {
+    datapath() == "system"
+}
+
+/// `netdev@ovs-netdev` or `system@ovs-system`, as `dpctl/*` names the datapath.
+pub fn dpctl_name() -> &'static str {
+    tether::ovsdb::unixctl::datapath_name(datapath())
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct SandboxOpts {
@@ -183,7 +214,7 @@ impl Sandbox {
         run(&mut self.tool("ovs-appctl", args))
     }
 
-    /// Add a bridge the way tether expects one: netdev datapath, OF1.0 + OF1.5.
+    /// Add a bridge the way tether expects one: the test datapath, OF1.0 + OF1.5.
     pub fn add_bridge(&self, name: &str) {
         self.vsctl(&[
             "add-br",
@@ -192,7 +223,7 @@ impl Sandbox {
             "set",
             "bridge",
             name,
-            "datapath_type=netdev",
+            &format!("datapath_type={}", datapath()),
             "protocols=OpenFlow10,OpenFlow15",
         ]);
     }

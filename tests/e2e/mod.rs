@@ -132,7 +132,7 @@ impl Bed {
             "--bridge".into(),
             "br-int".into(),
             "--datapath-type".into(),
-            "netdev".into(),
+            crate::common::datapath().into(),
             "--node-name".into(),
             "vm1".into(),
             "--state-socket".into(),

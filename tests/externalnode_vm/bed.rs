@@ -39,7 +39,7 @@ impl Bed {
     }
 
     pub fn start(&self) -> Tether {
-        self.start_with("netdev")
+        self.start_with(crate::common::datapath())
     }
 
     /// The daemon with another `--datapath-type` (the bridge is netdev).
@@ -79,7 +79,7 @@ impl Bed {
 
     /// `tether check` in the VM namespace with the daemon's config and source.
     pub fn check(&self) -> String {
-        self.check_with("netdev")
+        self.check_with(crate::common::datapath())
     }
 
     /// [`Bed::check`] with another `--datapath-type`.

@@ -92,8 +92,12 @@ pub fn assert_restored(ns: &Netns, dev: &str, before: &Value) {
     assert_eq!(&now, before, "{dev} not restored exactly");
 }
 
-/// Keep the kernel stack off the uplink (harness only; module doc), or undo that.
+/// Keep the kernel stack off the uplink (harness only; module doc), or undo that. Only on
+/// the netdev datapath: the kernel one takes the uplink's frames itself.
 pub fn neutralise_uplink(vm: &Netns, uplink: &str, on: bool) {
+    if crate::common::kernel_datapath() {
+        return;
+    }
     let (v6, arp, rp) = if on { (1, 8, 1) } else { (0, 0, 0) };
     vm.exec(&[
         "sysctl",
