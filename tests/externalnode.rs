@@ -25,6 +25,8 @@
 
 mod common;
 mod externalnode_vm;
+#[path = "externalnode/faulty.rs"]
+mod faulty;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -147,7 +149,20 @@ fn agent_main(dir: &str) {
             tether::pipeline::base_flows(),
         )
         .unwrap();
-    let links = Arc::new(Rtnl::connect().unwrap());
+    let fault = faulty::Fault::from_env();
+    let links = Arc::new(faulty::FaultyLinks {
+        inner: Rtnl::connect().unwrap(),
+        fault: fault.clone(),
+    });
+    let en_bridge = Arc::new(faulty::FaultyBridge {
+        inner: bridge.clone(),
+        fault: fault.clone(),
+        stop_vswitchd: std::env::var_os(faulty::STOP_ENV).map(|_| dir.join("ovs-vswitchd.pid")),
+    });
+    let en_flows = Arc::new(faulty::FaultyFlows {
+        inner: flows.clone(),
+        fault,
+    });
     let stores = Stores::default();
     let cfg = EnConfig {
         node_name: "vm1".into(),
@@ -157,7 +172,7 @@ fn agent_main(dir: &str) {
         ovs_rundir: dir.clone(),
         datapath_type: common::datapath().into(),
     };
-    let ctl = EnController::new(cfg, stores.clone(), bridge.clone(), flows.clone(), links);
+    let ctl = EnController::new(cfg, stores.clone(), en_bridge, en_flows, links);
     let mut seen = 0u64;
     println!("AGENT ready round={round}");
     log::debug!("agent ready round={round}");
@@ -272,6 +287,11 @@ struct Agent {
 
 impl Agent {
     fn spawn(sb: &Sandbox, crash_at: Option<&str>) -> Agent {
+        Agent::spawn_env(sb, crash_at, &[])
+    }
+
+    /// [`Agent::spawn`] with extra environment (the `faulty` backends' switches).
+    fn spawn_env(sb: &Sandbox, crash_at: Option<&str>, env: &[(&str, &str)]) -> Agent {
         let exe = std::env::current_exe().unwrap();
         let mut c = sb.ns().command(&[
             exe.to_str().unwrap(),
@@ -287,6 +307,10 @@ impl Agent {
             .stderr(Stdio::inherit());
         if let Some(p) = crash_at {
             c.env(CRASH_ENV, p);
+        }
+        c.env_remove(faulty::FAIL_ENV).env_remove(faulty::STOP_ENV);
+        for (k, v) in env {
+            c.env(k, v);
         }
         let mut child = c.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
@@ -488,6 +512,99 @@ fn takeover_traffic_update_move_and_exact_restore() {
     assert_eq!(bridge_record(&sb), None);
     assert_clean_ping(&peer, "192.0.2.10");
     assert_clean_ping(&peer, "2001:db8:1::10");
+}
+
+/// Whether a process is stopped (SIGSTOP: state `T` in /proc/<pid>/stat).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
+}
+
+/// The name of link `ifindex` in the VM, read with `ip -j`.
+fn link_name(vm: &common::Netns, ifindex: u64) -> Option<String> {
+    let links = json_of(&vm.ip(&["-j", "link", "show"]));
+    links.as_array()?.iter().find_map(|l| {
+        (l["ifindex"].as_u64() == Some(ifindex))
+            .then(|| l["ifname"].as_str().unwrap_or("").to_string())
+    })
+}
+
+/// ovs-vswitchd stopped (SIGSTOP, 3 s) inside the port delete of a restore, and of a
+/// rollback at the ports, move and flows steps: the NIC is not renamed back while the
+/// switch has not applied the delete (sampled every 20 ms while it is stopped), and ends
+/// with no master, its addresses and routes exact. (Before: the rename followed the
+/// OVSDB commit at once, so on the kernel datapath the NIC could still be a datapath
+/// port when it got the VM's addresses back; docs/datapath.md §1.4.)
+#[test]
+fn a_stopped_vswitchd_in_the_middle_of_a_delete_delays_the_rename() {
+    if !privileged("a_stopped_vswitchd_in_the_middle_of_a_delete_delays_the_rename") {
+        return;
+    }
+    let (sb, _peer) = setup();
+    let vm = sb.ns();
+    let before = snapshot(vm, "eth1");
+    let nic = before["link"][0]["ifindex"].as_u64().unwrap();
+    let en = "en - 192.0.2.10,2001:db8:1::10";
+    for case in ["restore", "ports", "move", "flows"] {
+        let mut env = vec![(faulty::STOP_ENV, "1")];
+        if case != "restore" {
+            env.push((faulty::FAIL_ENV, case));
+        }
+        let mut a = Agent::spawn_env(&sb, None, &env);
+        a.cmd("recover");
+        a.cmd(en);
+        let vswitchd = sb.pid("ovs-vswitchd").unwrap();
+        let watching = std::sync::atomic::AtomicBool::new(true);
+        let (r, (stopped_samples, early)) = std::thread::scope(|scope| {
+            let watcher = scope.spawn(|| {
+                let (mut stopped_samples, mut early) = (0, Vec::new());
+                while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                    if stopped(vswitchd) {
+                        stopped_samples += 1;
+                        let name = link_name(vm, nic);
+                        if name.as_deref() != Some("eth1~") {
+                            early.push(name);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                (stopped_samples, early)
+            });
+            let r = if case == "restore" {
+                a.cmd("sync");
+                a.cmd("absent");
+                a.try_cmd("sync")
+            } else {
+                a.try_cmd("sync")
+            };
+            watching.store(false, std::sync::atomic::Ordering::SeqCst);
+            (r, watcher.join().unwrap())
+        });
+        match case {
+            "restore" => assert!(r.is_ok(), "restore: {r:?}"),
+            _ => assert!(
+                r.as_ref().is_err_and(|e| e.contains("rolled back")),
+                "{case}: {r:?}"
+            ),
+        }
+        assert!(
+            stopped_samples > 50,
+            "{case}: vswitchd stopped in {stopped_samples} samples"
+        );
+        assert!(
+            early.is_empty(),
+            "{case}: the NIC was renamed while ovs-vswitchd had not applied the delete: {early:?}"
+        );
+        assert!(!stopped(vswitchd), "{case}: vswitchd left stopped");
+        let link = json_of(&vm.ip(&["-j", "link", "show", "dev", "eth1"]));
+        assert_eq!(link[0]["ifindex"].as_u64(), Some(nic), "{case}");
+        assert_eq!(link[0].get("master"), None, "{case}: {link}");
+        assert_restored(vm, "eth1", &before);
+        assert_eq!(bridge_record(&sb), None, "{case}");
+        assert_eq!(sb.vsctl(&["list-ports", "br-int"]).trim(), "", "{case}");
+    }
 }
 
 /// kill -9 (abort) at every step of takeover and of restore; the next start recovers and
