@@ -289,6 +289,12 @@ fn unit_lifecycle_under_a_real_systemd() {
     }
     let mut c = Checks::new("unit_lifecycle");
     let mut vm = Vm::boot("sdlife", Addressing::Static);
+    // A hardened image: new devices get IPv6 disabled, the NIC has its own IPv6 on. The host
+    // port (a new device) must get the NIC's settings from inside the sandbox.
+    vm.sh(
+        "sysctl -qw net.ipv6.conf.default.disable_ipv6=1 net.ipv4.conf.eth1.arp_announce=2 \
+           && ip -6 addr add 2001:db8:1::10/64 dev eth1 nodad",
+    );
     install_by_readme(&vm, &mut c, "");
 
     // Active only after READY: systemd logs "Started" when READY=1 arrives; tether sends it
@@ -326,7 +332,36 @@ fn unit_lifecycle_under_a_real_systemd() {
         ping_gw(&vm),
     );
 
+    let v6 = vm.sh("ip -6 addr show dev eth1; cat /proc/sys/net/ipv6/conf/eth1/disable_ipv6 /proc/sys/net/ipv4/conf/eth1/arp_announce");
+    c.check(
+        "default.disable_ipv6=1: the host port has the NIC's IPv6 and settings",
+        "2001:db8:1::10/64 on eth1, disable_ipv6 0, arp_announce 2",
+        v6.split_whitespace().collect::<Vec<_>>().join(" "),
+        v6.contains("2001:db8:1::10/64") && v6.trim_end().ends_with("0\n2"),
+    );
+
     // The service's own mount namespace.
+    for (path, writable) in [
+        ("/proc/sys/net/ipv4/conf/eth1/arp_announce", true),
+        ("/proc/sys/net/ipv6/conf/eth1/accept_ra", true),
+        ("/proc/sys/net/core/somaxconn", false),
+        ("/proc/sys/kernel/domainname", false),
+    ] {
+        // Write back the value it has: a change without a change.
+        let (code, out) = vm.status(&format!(
+            "nsenter -t {pid0} -m -- sh -c 'v=$(cat {path}) && echo $v > {path}'"
+        ));
+        c.check(
+            &format!("nsenter -t $MAINPID -m: {path}"),
+            if writable { "writable" } else { "read-only" },
+            if code == 0 {
+                "writable".to_string()
+            } else {
+                format!("not writable: {}", out.trim())
+            },
+            (code == 0) == writable,
+        );
+    }
     for (path, writable) in [
         ("/run/systemd", false),
         ("/etc", false),

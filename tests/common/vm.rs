@@ -157,6 +157,11 @@ impl Vm {
             .arg(format!("--machine={}", self.name))
             .arg("-D")
             .arg(&self.root)
+            // A VM's /proc/sys/net is writable (tether sets the host port's per-device
+            // settings there); nspawn mounts /proc/sys read-only unless told which part
+            // of the API file systems the container may write (systemd-nspawn(1),
+            // $SYSTEMD_NSPAWN_API_VFS_WRITABLE).
+            .env("SYSTEMD_NSPAWN_API_VFS_WRITABLE", "network")
             .stdin(Stdio::null())
             .stdout(console.try_clone().expect("dup"))
             .stderr(console)
