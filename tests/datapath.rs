@@ -115,6 +115,14 @@ fn a_hardened_default_disable_ipv6_does_not_stop_the_takeover() {
     assert_clean_ping(vm, "2001:db8:1::1");
     assert_clean_ping(vm, "192.0.2.1");
     assert!(!t.log().contains("CAP_NET_ADMIN"), "{}", t.log());
+    // The identity check passed and status says so; the log names what was verified.
+    assert_eq!(bed.status()["external_node"]["identity"], "verified");
+    assert!(
+        t.log()
+            .contains("externalnode identity verified nic=eth1 mac=02:00:00:00:01:10 mtu=1450"),
+        "{}",
+        t.log()
+    );
     std::fs::remove_file(bed.manifests.join("en.yaml")).unwrap();
     wait_for(Duration::from_secs(20), "eth1 given back", || {
         (bed.status()["external_node"]["step"] == "waiting"
