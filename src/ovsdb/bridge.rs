@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::OvsdbError;
 use super::conn::Client;
 use super::datum::{Atom, Datum, Uuid};
-use super::ops::{Condition, Mutation, Op, Row};
+use super::ops::{Condition, Mutation, Op, OpResult, Row};
 
 /// How long `get_ofport` and `ensure` let OVS take (Antrea's `defaultGetPortTimeout`).
 pub const PORT_WAIT: Duration = Duration::from_secs(5);
@@ -292,6 +292,32 @@ pub fn update_bridge_ops(uuid: &Uuid, name: &str, dpid: &str) -> Vec<Op> {
     ]
 }
 
+/// The two ops that end a transaction whose effect must be waited for, as `ovs-vsctl`
+/// does: bump `next_cfg`, then read it back (the value `cur_cfg` must reach).
+pub fn bump_next_cfg_ops() -> [Op; 2] {
+    [
+        Op::Mutate {
+            table: "Open_vSwitch".into(),
+            conditions: vec![],
+            mutations: vec![Mutation::add("next_cfg", 1)],
+        },
+        Op::Select {
+            table: "Open_vSwitch".into(),
+            conditions: vec![],
+            columns: Some(vec!["next_cfg".into()]),
+        },
+    ]
+}
+
+/// The `next_cfg` read back by [`bump_next_cfg_ops`] (the transaction's last result).
+fn next_cfg_of(r: &[OpResult]) -> Result<i64, OvsdbError> {
+    r.last()
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.get("next_cfg"))
+        .and_then(Datum::as_int)
+        .ok_or_else(|| OvsdbError::Protocol("select next_cfg returned nothing".into()))
+}
+
 /// `0000` + a random locally administered unicast MAC, as Antrea pins on VMs.
 pub fn random_dpid() -> String {
     let mut b = [0u8; 6];
@@ -416,16 +442,7 @@ impl Bridge {
             .flat_map(|(i, s)| create_port_ops(&self.uuid, s, i))
             .collect();
         if wait_applied {
-            ops.push(Op::Mutate {
-                table: "Open_vSwitch".into(),
-                conditions: vec![],
-                mutations: vec![Mutation::add("next_cfg", 1)],
-            });
-            ops.push(Op::Select {
-                table: "Open_vSwitch".into(),
-                conditions: vec![],
-                columns: Some(vec!["next_cfg".into()]),
-            });
+            ops.extend(bump_next_cfg_ops());
         }
         let r = self.client.transact(&ops)?;
         let uuids = (0..specs.len())
@@ -441,13 +458,7 @@ impl Bridge {
             })
             .collect::<Result<Vec<_>, _>>()?;
         if wait_applied {
-            let target = r
-                .last()
-                .and_then(|r| r.rows.first())
-                .and_then(|row| row.get("next_cfg"))
-                .and_then(Datum::as_int)
-                .ok_or_else(|| OvsdbError::Protocol("select next_cfg returned nothing".into()))?;
-            self.wait_cur_cfg(target)?;
+            self.wait_cur_cfg(next_cfg_of(&r)?)?;
         }
         Ok(uuids)
     }
@@ -483,27 +494,10 @@ impl Bridge {
         if ports.is_empty() {
             return Ok(());
         }
-        let ops = [
-            delete_ports_op(&self.uuid, ports),
-            Op::Mutate {
-                table: "Open_vSwitch".into(),
-                conditions: vec![],
-                mutations: vec![Mutation::add("next_cfg", 1)],
-            },
-            Op::Select {
-                table: "Open_vSwitch".into(),
-                conditions: vec![],
-                columns: Some(vec!["next_cfg".into()]),
-            },
-        ];
+        let mut ops = vec![delete_ports_op(&self.uuid, ports)];
+        ops.extend(bump_next_cfg_ops());
         let r = self.client.transact(&ops)?;
-        let target = r
-            .last()
-            .and_then(|r| r.rows.first())
-            .and_then(|row| row.get("next_cfg"))
-            .and_then(Datum::as_int)
-            .ok_or_else(|| OvsdbError::Protocol("select next_cfg returned nothing".into()))?;
-        self.wait_cur_cfg_within(target, within)
+        self.wait_cur_cfg_within(next_cfg_of(&r)?, within)
     }
 
     /// Remove ports (by Port UUID) in one transaction.
