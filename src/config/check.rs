@@ -31,7 +31,7 @@ pub struct Finding {
     pub fix: Option<String>,
 }
 
-fn ok(what: &str, detail: impl Into<String>) -> Finding {
+pub(super) fn ok(what: &str, detail: impl Into<String>) -> Finding {
     Finding {
         level: Level::Ok,
         what: what.into(),
@@ -40,7 +40,12 @@ fn ok(what: &str, detail: impl Into<String>) -> Finding {
     }
 }
 
-fn bad(level: Level, what: &str, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+pub(super) fn bad(
+    level: Level,
+    what: &str,
+    detail: impl Into<String>,
+    fix: impl Into<String>,
+) -> Finding {
     Finding {
         level,
         what: what.into(),
