@@ -14,6 +14,7 @@
 //! "tunnels", "udp ports", "mtu" here; "uplink", "leftovers", "network", "lifetimes" in
 //! `nic`.
 
+pub mod gather;
 pub mod host;
 pub mod nic;
 

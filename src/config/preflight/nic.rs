@@ -53,8 +53,8 @@ pub fn uplink(
                 Level::Fail,
                 WHAT,
                 format!(
-                    "{nic} carries {list}, which holds its receive handler: the kernel gives a \
-                     device one, so OVS cannot attach {nic} (EBUSY)"
+                    "{nic} carries {list}, holding its receive handler: the kernel gives a device \
+                     one, so OVS cannot attach {nic} (EBUSY)"
                 ),
                 format!(
                     "delete {first} (ip link del {first}) or put it on another link, or take over \
@@ -67,8 +67,8 @@ pub fn uplink(
                 WHAT,
                 format!(
                     "{nic} carries {list}: the userspace datapath reads {nic} through a packet \
-                     socket, so it keeps working, but its traffic bypasses the bridge (no \
-                     TrafficControl or policy sees it)"
+                     socket, so OVS can attach it, but {first}'s traffic bypasses the bridge \
+                     (no TrafficControl or policy sees it)"
                 ),
                 format!("move {first} onto the host port {nic} after the takeover, or delete it"),
             )
@@ -116,7 +116,7 @@ pub fn leftovers(nic: &str, bridge: &str, f: &PortFacts) -> Option<Finding> {
     let errors_note = if errors.is_empty() {
         String::new()
     } else {
-        format!(" ({})", errors.join("; "))
+        format!("; OVS reports {}", errors.join("; "))
     };
     match (f.host_port, f.uplink_link) {
         (true, false) => Some(bad(
@@ -124,8 +124,8 @@ pub fn leftovers(nic: &str, bridge: &str, f: &PortFacts) -> Option<Finding> {
             WHAT,
             format!(
                 "OVSDB has tether's ports {nic} and {uplink} but there is no link {uplink} (a \
-                 reboot gave the NIC its name back){errors_note}: tether run deletes them and \
-                 takes {nic} over again"
+                 reboot gave the NIC its name back): tether run deletes them and takes {nic} \
+                 over again{errors_note}"
             ),
             format!(
                 "nothing to do; to clean up by hand first: ovs-vsctl --if-exists del-port \
@@ -136,8 +136,8 @@ pub fn leftovers(nic: &str, bridge: &str, f: &PortFacts) -> Option<Finding> {
             Level::Fail,
             WHAT,
             format!(
-                "link {uplink} exists but OVSDB has no host port {nic}{errors_note}: tether \
-                 run refuses to take {nic} over next to it"
+                "link {uplink} exists but OVSDB has no host port {nic}: tether run refuses to \
+                 take {nic} over next to it{errors_note}"
             ),
             format!(
                 "see what {uplink} is (ip -d link show {uplink}): if it is a NIC an earlier \

@@ -460,3 +460,63 @@ fn kernel_datapath_on_this_host() {
         "{got:?}"
     );
 }
+
+/// The same through `tether check`'s whole run (no OVS, no manifests directory): the
+/// finding is there, in full, right after the OVS section.
+#[test]
+fn check_run_on_this_host_fails_the_kernel_datapath() {
+    let h = host::RealHost;
+    let release = host::release(&h);
+    if host::Modules::read(&h, &release).state(&h, "openvswitch") != Module::Missing
+        || std::path::Path::new(&format!("/lib/modules/{release}")).exists()
+        || std::path::Path::new("/sys/class/net/ovs-system").exists()
+    {
+        eprintln!("skipped: this host may have the openvswitch module");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tether-preflight-{}", std::process::id()));
+    let cfg = crate::config::Config {
+        node_name: "vm1".into(),
+        ovs_rundir: dir.join("no-ovs"),
+        bridge: "br-int".into(),
+        datapath_type: "system".into(),
+        source: crate::config::Source::Manifests(dir.join("no-manifests")),
+        external_node_namespace: "default".into(),
+        state_socket: dir.join("run/tether.sock"),
+        policy_bypass_rules: vec![],
+        allow_insecure_tls: false,
+        allow_plain_http: false,
+        warnings: vec![],
+        notes: vec![],
+    };
+    let found = crate::config::check::run(&cfg);
+    let whats: Vec<&str> = found.iter().map(|f| f.what.as_str()).collect();
+    assert_eq!(
+        whats,
+        [
+            "privileges",
+            "ovsdb",
+            "kernel datapath",
+            "manifests",
+            "state socket"
+        ]
+    );
+    assert_eq!(
+        found[2],
+        f(
+            Level::Fail,
+            "kernel datapath",
+            &format!(
+                "datapathType is system, but the openvswitch kernel module is not loaded (no \
+                 /sys/module/openvswitch) and not in /lib/modules/{release}: OVS cannot create \
+                 the bridge's datapath"
+            ),
+            Some(
+                "install the kernel's openvswitch module (modprobe openvswitch must work; some \
+                 distributions ship it in an extra modules package), then restart Open \
+                 vSwitch; or set datapathType: netdev (the userspace datapath)"
+            ),
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -31,8 +31,8 @@ fn uplink_devices_on_top_and_wifi() {
         vec![f(
             Level::Fail,
             "uplink",
-            "eth1 carries mv0 (macvlan), ipv0 (ipvlan), which holds its receive handler: the \
-             kernel gives a device one, so OVS cannot attach eth1 (EBUSY)",
+            "eth1 carries mv0 (macvlan), ipv0 (ipvlan), holding its receive handler: the kernel \
+             gives a device one, so OVS cannot attach eth1 (EBUSY)",
             Some(
                 "delete mv0 (ip link del mv0) or put it on another link, or take over another NIC"
             ),
@@ -45,7 +45,7 @@ fn uplink_devices_on_top_and_wifi() {
                 Level::Warn,
                 "uplink",
                 "eth1 carries mv0 (macvlan): the userspace datapath reads eth1 through a packet \
-                 socket, so it keeps working, but its traffic bypasses the bridge (no \
+                 socket, so OVS can attach it, but mv0's traffic bypasses the bridge (no \
                  TrafficControl or policy sees it)",
                 Some("move mv0 onto the host port eth1 after the takeover, or delete it"),
             ),
@@ -73,8 +73,8 @@ fn leftovers_of_an_earlier_takeover() {
     };
     assert_eq!(leftovers("eth1", "br-int", &facts(false, false, &[])), None);
     assert_eq!(leftovers("eth1", "br-int", &facts(true, true, &[])), None);
-    // After a reboot, as ovs-vswitchd reports it: the internal port's name is the NIC's
-    // again, and the uplink is gone.
+    // After a reboot: the NIC has its name back and the uplink is gone; the errors as
+    // ovs-vswitchd 3.1.0 on the userspace datapath reports them (a veth in the NIC's place).
     assert_eq!(
         leftovers(
             "eth1",
@@ -85,7 +85,7 @@ fn leftovers_of_an_earlier_takeover() {
                 &[
                     (
                         "eth1",
-                        "could not add network device eth1 to ofproto (File exists)"
+                        "could not open network device eth1 (Invalid argument)"
                     ),
                     (
                         "eth1~",
@@ -98,9 +98,9 @@ fn leftovers_of_an_earlier_takeover() {
             Level::Warn,
             "leftovers",
             "OVSDB has tether's ports eth1 and eth1~ but there is no link eth1~ (a reboot gave \
-             the NIC its name back) (Interface eth1: could not add network device eth1 to \
-             ofproto (File exists); Interface eth1~: could not open network device eth1~ (No \
-             such device)): tether run deletes them and takes eth1 over again",
+             the NIC its name back): tether run deletes them and takes eth1 over again; OVS \
+             reports Interface eth1: could not open network device eth1 (Invalid argument); \
+             Interface eth1~: could not open network device eth1~ (No such device)",
             Some(
                 "nothing to do; to clean up by hand first: ovs-vsctl --if-exists del-port \
                  br-int eth1 -- --if-exists del-port br-int eth1~"
