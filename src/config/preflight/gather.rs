@@ -8,7 +8,8 @@ use std::path::Path;
 
 use super::host::{self, Host, Modules};
 use super::nic::{self, PortFacts};
-use super::{DatapathFacts, Tunnel};
+use super::tunnel::{self, Tunnel};
+use super::{DatapathFacts, Module};
 use crate::config::Config;
 use crate::config::check::Finding;
 use crate::hostnet::Manager;
@@ -89,22 +90,22 @@ pub fn tunnels(
     }
     let release = host::release(host);
     let known = Modules::read(host, &release);
-    let modules: BTreeMap<String, super::Module> = tunnels
+    let modules: BTreeMap<String, Module> = tunnels
         .iter()
-        .map(|t| super::need(t.kind, t.ipv6).module)
+        .map(|t| tunnel::need(t.kind, t.ipv6).module)
         .map(|m| (m.to_string(), known.state(host, m)))
         .collect();
     let version = client
         .and_then(|c| open_vswitch(c, &cfg.ovs_rundir))
         .and_then(|r| r.ovs_version);
-    let mut out = super::tunnels(tunnels, &release, version.as_deref(), &modules);
+    let mut out = tunnel::tunnels(tunnels, &release, version.as_deref(), &modules);
     let names: Vec<String> = links
         .and_then(|l| l.links().ok())
         .unwrap_or_default()
         .into_iter()
         .map(|l| l.name)
         .collect();
-    out.extend(super::udp_ports(tunnels, &host::udp_ports(host), &names));
+    out.extend(tunnel::udp_ports(tunnels, &host::udp_ports(host), &names));
     out
 }
 
