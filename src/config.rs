@@ -7,6 +7,7 @@
 //! in, `Config` out.
 
 pub mod check;
+pub mod preflight;
 
 use std::path::PathBuf;
 

@@ -1,7 +1,9 @@
 //! `tether check`: a preflight of what `tether run` needs on this host with this
 //! configuration — OVS sockets, the bridge and its OpenFlow versions, privileges, the
 //! object source (API reachability and the RBAC verbs, or the manifests directory), the
-//! state socket. Each finding says what is wrong and how to fix it.
+//! state socket; and, through `preflight`, the host: the kernel datapath, the tunnels the
+//! TrafficControls use, the ExternalNode's NIC. Each finding says what is wrong and how
+//! to fix it.
 //!
 //! Exit code (DESIGN §2): 0 nothing failed (warnings allowed), 1 something failed; a bad
 //! configuration is caught before (2). Reads only: it never creates the bridge or a port.
@@ -11,8 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Config, Source};
+use super::{Config, Source, preflight};
 use crate::k8s::{self, Kind, KubeError};
+use crate::netlink::Links;
 use crate::ovsdb::{Client, ClientOptions, Condition, Datum, Op, Remote};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +34,7 @@ pub struct Finding {
     pub fix: Option<String>,
 }
 
-fn ok(what: &str, detail: impl Into<String>) -> Finding {
+pub(super) fn ok(what: &str, detail: impl Into<String>) -> Finding {
     Finding {
         level: Level::Ok,
         what: what.into(),
@@ -40,7 +43,12 @@ fn ok(what: &str, detail: impl Into<String>) -> Finding {
     }
 }
 
-fn bad(level: Level, what: &str, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+pub(super) fn bad(
+    level: Level,
+    what: &str,
+    detail: impl Into<String>,
+    fix: impl Into<String>,
+) -> Finding {
     Finding {
         level,
         what: what.into(),
@@ -105,16 +113,37 @@ pub fn run(cfg: &Config) -> Vec<Finding> {
             "run as root, or under systemd/tether.service (AmbientCapabilities=CAP_NET_ADMIN)",
         )),
     }
-    check_ovs(cfg, &mut out);
-    let en = check_source(cfg, &mut out);
+    let client = check_ovs(cfg, &mut out);
+    let client = client.as_deref();
+    let host = preflight::host::RealHost;
+    let links = crate::netlink::Rtnl::connect();
+    let links_ok = links.as_ref().ok().map(|l| l as &dyn Links);
+    out.extend(preflight::gather::ovs_host(cfg, &host, client, links_ok));
+    let (en, tcs) = check_source(cfg, &mut out);
+    let tunnels = preflight::tunnels_of(&tcs);
     if let Some(en) = en {
-        check_external_node(cfg, &en, &mut out);
+        match &links {
+            Ok(l) => check_external_node(cfg, client, l, &en, &tunnels, &mut out),
+            Err(e) => out.push(bad(
+                Level::Warn,
+                "externalnode",
+                format!(
+                    "{}/{}: cannot read the host's links: {e}",
+                    en.metadata.namespace, en.metadata.name
+                ),
+                "run tether check as root",
+            )),
+        }
     }
+    out.extend(preflight::gather::tunnels(
+        cfg, &host, client, links_ok, &tunnels,
+    ));
     check_state_socket(&cfg.state_socket, &mut out);
     out
 }
 
-fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
+/// The OVS sockets and the bridge; the OVSDB client when it answers.
+fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) -> Option<Arc<Client>> {
     let db = cfg.ovs_rundir.join("db.sock");
     let fix_db = format!(
         "start Open vSwitch (systemctl start openvswitch-switch) or point --ovs-rundir at the directory holding db.sock (now {})",
@@ -127,7 +156,7 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
             format!("{} does not exist", db.display()),
             fix_db,
         ));
-        return;
+        return None;
     }
     let client = Arc::new(Client::start(
         Remote::Unix(db.clone()),
@@ -140,7 +169,7 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
             format!("{}: {e}", db.display()),
             fix_db,
         ));
-        return;
+        return None;
     }
     out.push(ok("ovsdb", format!("{} answers", db.display())));
     let rows = client.transact(&[Op::Select {
@@ -157,7 +186,7 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
                 format!("cannot read the Bridge table: {e}"),
                 "check that ovsdb-server serves the Open_vSwitch database",
             ));
-            return;
+            return Some(client);
         }
     };
     let Some(row) = row else {
@@ -168,7 +197,7 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
                 cfg.bridge, cfg.datapath_type
             ),
         ));
-        return;
+        return Some(client);
     };
     let protocols: Vec<String> = row
         .get("protocols")
@@ -207,21 +236,10 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
             ),
         ));
     }
-    let dp_eff = if dp.is_empty() { "system" } else { dp.as_str() };
-    if dp_eff != cfg.datapath_type {
-        out.push(bad(
-            Level::Warn,
-            "datapath",
-            format!(
-                "bridge {} has datapath_type={dp_eff}, configured {}; tether run changes it",
-                cfg.bridge, cfg.datapath_type
-            ),
-            "set datapathType to match the bridge if that is what you want",
-        ));
-    }
+    out.extend(preflight::datapath(&cfg.bridge, &dp, &cfg.datapath_type));
     let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
     if !missing.is_empty() {
-        return;
+        return Some(client);
     }
     match crate::openflow::OfFlows::start(crate::openflow::OfFlowsConfig::new(
         mgmt.clone(),
@@ -247,10 +265,14 @@ fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) {
             "check that ovs-vswitchd is running",
         )),
     }
+    Some(client)
 }
 
-/// The source's checks; this node's ExternalNode when the source has one.
-fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNode> {
+/// This node's ExternalNode, when the source has one, and the TrafficControls.
+type Found = (Option<k8s::ExternalNode>, Vec<k8s::TrafficControl>);
+
+/// The source's checks; what it holds for this node.
+fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
     let cc = match &cfg.source {
         Source::Manifests(dir) => return check_manifests(cfg, dir, out),
         Source::Kubeconfig(p) => k8s::kubeconfig::load_kubeconfig(p, None),
@@ -265,7 +287,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNod
                 e.to_string(),
                 "pass --kubeconfig FILE (or --manifests DIR to run without a cluster)",
             ));
-            return None;
+            return Found::default();
         }
     };
     let http = k8s::HttpConfig {
@@ -290,7 +312,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNod
                 _ => detail,
             };
             out.push(bad(Level::Fail, "api credentials", detail, fix));
-            return None;
+            return Found::default();
         }
     };
     match client.get("/version", &[]) {
@@ -307,7 +329,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNod
                 format!("{}: {e}", client.server()),
                 "check the server address, the network path and the CA in the kubeconfig",
             ));
-            return None;
+            return Found::default();
         }
         // Any HTTP answer means reachable; /version may be closed to this user, and the
         // RBAC checks below say what matters.
@@ -330,15 +352,27 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Option<k8s::ExternalNod
     ] {
         out.push(check_rbac(&client, &scope, kind));
     }
-    // This node's ExternalNode, listed as the daemon lists it (no `get` needed).
-    let (path, fs) = scope.scope(Kind::ExternalNode);
+    // This node's ExternalNode and the TrafficControls, listed as the daemon lists them
+    // (no `get` needed).
+    (
+        list::<k8s::ExternalNode>(&client, &scope)
+            .into_iter()
+            .next(),
+        list::<k8s::TrafficControl>(&client, &scope),
+    )
+}
+
+/// Every object of one kind in the daemon's scope (empty when the list fails: the RBAC
+/// findings say why).
+fn list<R: k8s::Resource>(client: &k8s::Client, scope: &k8s::SourceConfig) -> Vec<R> {
+    let (path, fs) = scope.scope(R::KIND);
     let q: Vec<(&str, String)> = fs.into_iter().map(|f| ("fieldSelector", f)).collect();
-    let body = client.get(&path, &q).ok()?;
-    k8s::watch::decode_list::<k8s::ExternalNode>(&body)
-        .ok()?
-        .items
-        .into_iter()
-        .next()
+    client
+        .get(&path, &q)
+        .ok()
+        .and_then(|body| k8s::watch::decode_list::<R>(&body).ok())
+        .map(|l| l.items)
+        .unwrap_or_default()
 }
 
 /// `list` and `watch` on one kind, in the scope the daemon uses; tried for real, so the
@@ -382,7 +416,7 @@ fn check_rbac(client: &k8s::Client, scope: &k8s::SourceConfig, kind: Kind) -> Fi
     }
 }
 
-fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) -> Option<k8s::ExternalNode> {
+fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) -> Found {
     if let Err(e) = std::fs::read_dir(dir) {
         out.push(bad(
             Level::Fail,
@@ -390,7 +424,7 @@ fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) -> Option<k
             format!("{}: {e}", dir.display()),
             "create the directory or fix --manifests",
         ));
-        return None;
+        return Found::default();
     }
     let mcfg = k8s::ManifestsConfig::new(
         dir.to_path_buf(),
@@ -415,18 +449,35 @@ fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) -> Option<k
             "fix or remove the files named",
         ));
     }
-    objs.remove(&Kind::ExternalNode)
+    let en = objs
+        .remove(&Kind::ExternalNode)
         .unwrap_or_default()
         .into_iter()
         .next()
-        .and_then(|v| <k8s::ExternalNode as k8s::Resource>::decode(v).ok())
+        .and_then(|v| <k8s::ExternalNode as k8s::Resource>::decode(v).ok());
+    let tcs = objs
+        .remove(&Kind::TrafficControl)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| <k8s::TrafficControl as k8s::Resource>::decode(v).ok())
+        .collect();
+    (en, tcs)
 }
 
 /// The verdict `tether run` would reach on this node's ExternalNode, without touching
 /// anything: a valid spec, the link holding its IPs, whether that link may be taken over
-/// (`verdict`), and whether each of its routes can be moved.
-fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Finding>) {
+/// (`verdict`, then what OVS needs of it beyond that), what an earlier takeover left, who
+/// configures it, and whether each of its routes can be moved.
+fn check_external_node(
+    cfg: &Config,
+    client: Option<&Client>,
+    links: &dyn Links,
+    en: &k8s::ExternalNode,
+    tunnels: &[preflight::Tunnel],
+    out: &mut Vec<Finding>,
+) {
     use crate::controller::externalnode::verdict::{self, OvsPort};
+    use preflight::{gather, host::RealHost};
     let key = format!("{}/{}", en.metadata.namespace, en.metadata.name);
     let what = "externalnode";
     let fix_ips = "make spec.interfaces[0].ips the addresses of the VM NIC to attach";
@@ -446,54 +497,47 @@ fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Findi
         ));
         return;
     };
-    let links = match crate::netlink::Rtnl::connect() {
-        Ok(l) => l,
-        Err(e) => {
-            out.push(bad(
-                Level::Warn,
-                what,
-                format!("{key}: cannot read the host's links: {e}"),
-                "run tether check as root",
-            ));
-            return;
-        }
-    };
-    let link = match verdict::find_nic(&links, &iface.ips) {
+    let link = match verdict::find_nic(links, &iface.ips) {
         Ok((l, _)) => l,
         Err(e) => {
             out.push(bad(Level::Fail, what, format!("{key}: {e}"), fix_ips));
             return;
         }
     };
-    match ovs_role(cfg, &link.name) {
-        Some(role) if role == "host" => {
-            out.push(ok(
-                what,
-                format!("{key}: {} is attached (tether's host port)", link.name),
-            ));
-            out.push(ok(
-                "network",
-                format!(
-                    "{} (the host port) is configured by {}",
-                    link.name,
-                    crate::hostnet::detect(&Default::default(), &link.name, link.index)
-                ),
-            ));
-            return;
-        }
-        Some(role) => {
-            let r = verdict::refusal(&link, None, &cfg.bridge, OvsPort::Other(role));
-            out.push(bad(
-                Level::Fail,
-                what,
-                format!("{key}: {}", r.unwrap_or_default()),
-                fix_ips,
-            ));
-            return;
-        }
-        None => {}
+    let role = client.and_then(|c| ovs_role(c, &link.name));
+    let is_host = role.as_deref() == Some("host");
+    let ports = gather::port_facts(client, links, &link.name, is_host);
+    let leftovers = preflight::nic::leftovers(&link.name, &cfg.bridge, &ports);
+    // The host port with its uplink link is attached; without it (a reboot) `tether run`
+    // replaces the ports and judges the link like any other.
+    if is_host && ports.uplink_link {
+        out.push(ok(
+            what,
+            format!("{key}: {} is attached (tether's host port)", link.name),
+        ));
+        out.extend(leftovers);
+        out.push(ok(
+            "network",
+            format!(
+                "{} (the host port) is configured by {}",
+                link.name,
+                crate::hostnet::detect(&Default::default(), &link.name, link.index)
+            ),
+        ));
+        out.extend(preflight::mtu(&link.name, link.mtu, tunnels));
+        return;
     }
-    let master = verdict::master_name(&links, &link);
+    if let Some(role) = role.filter(|_| !is_host) {
+        let r = verdict::refusal(&link, None, &cfg.bridge, OvsPort::Other(role));
+        out.push(bad(
+            Level::Fail,
+            what,
+            format!("{key}: {}", r.unwrap_or_default()),
+            fix_ips,
+        ));
+        return;
+    }
+    let master = verdict::master_name(links, &link);
     if let Some(r) = verdict::refusal(&link, master.as_deref(), &cfg.bridge, OvsPort::None) {
         out.push(bad(
             Level::Fail,
@@ -503,20 +547,24 @@ fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Findi
         ));
         return;
     }
+    let uplink = gather::uplink(cfg, &RealHost, links, &link);
+    let refused = uplink.iter().any(|f| f.level == Level::Fail);
+    out.extend(uplink);
+    if let Some(f) = leftovers {
+        let stop = f.level == Level::Fail;
+        out.push(f);
+        if stop {
+            return;
+        }
+    }
+    if refused {
+        return;
+    }
     if crate::hostnet::in_init_netns() {
         let m = crate::hostnet::detect(&Default::default(), &link.name, link.index);
-        let line = format!("{} is configured by {m}; {}", link.name, m.plan(&link.name));
-        out.push(match m {
-            crate::hostnet::Manager::NetworkManager => bad(
-                Level::Warn,
-                "network",
-                line,
-                "let systemd-networkd or ifupdown manage the NIC, or give it a static address (README \"DHCP and network managers\")",
-            ),
-            _ => ok("network", line),
-        });
+        out.extend(gather::network(&RealHost, links, &link, &m));
     }
-    match crate::netlink::capture(&links, link.index) {
+    match crate::netlink::capture(links, link.index) {
         Ok(c) if !c.unmovable().is_empty() => out.push(bad(
             Level::Fail,
             what,
@@ -544,17 +592,11 @@ fn check_external_node(cfg: &Config, en: &k8s::ExternalNode, out: &mut Vec<Findi
             "run tether check as root",
         )),
     }
+    out.extend(preflight::mtu(&link.name, link.mtu, tunnels));
 }
 
-/// The `antrea-type` (or `foreign`) of the OVSDB interface called `name` on the bridge,
-/// when OVSDB answers and has one.
-fn ovs_role(cfg: &Config, name: &str) -> Option<String> {
-    let db = cfg.ovs_rundir.join("db.sock");
-    if !db.exists() {
-        return None;
-    }
-    let client = Client::start(Remote::Unix(db), ClientOptions::default());
-    client.wait_connected(Duration::from_secs(3)).ok()?;
+/// The `antrea-type` (or `foreign`) of the OVSDB port called `name`, when it has one.
+fn ovs_role(client: &Client, name: &str) -> Option<String> {
     let rows = client
         .transact(&[Op::Select {
             table: "Port".into(),
