@@ -169,11 +169,16 @@ impl Vm {
             .expect("spawn systemd-nspawn (package systemd-container)");
         let pid = child.id();
         self.nspawn = Some(child);
-        // The container's PID 1 is nspawn's child.
+        // The container's PID 1 is nspawn's child once it runs systemd: before that, the
+        // child nspawn forks first (its "outer child") sets up and exits, and a pid taken
+        // then is gone by the time it is used (seen on a loaded machine: every VM of a run
+        // "failed to boot" with nsenter finding no /proc/<pid>/ns).
         self.leader = wait(Duration::from_secs(30), "the container's PID 1", || {
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            let child: u32 = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
                 .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())?;
+            let comm = std::fs::read_to_string(format!("/proc/{child}/comm")).ok()?;
+            (comm.trim() == "systemd").then_some(child)
         });
         let state = wait(Duration::from_secs(90), "systemd in the vm to boot", || {
             let s = self
