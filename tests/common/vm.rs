@@ -180,13 +180,27 @@ impl Vm {
             let comm = std::fs::read_to_string(format!("/proc/{child}/comm")).ok()?;
             (comm.trim() == "systemd").then_some(child)
         });
-        let state = wait(Duration::from_secs(90), "systemd in the vm to boot", || {
+        // Six VMs booting at once on two cores: allow 150 s, and say what was pending.
+        let end = Instant::now() + Duration::from_secs(150);
+        let state = loop {
             let s = self
                 .try_sh("systemctl is-system-running")
                 .unwrap_or_else(|e| e);
             let s = s.trim().lines().last().unwrap_or("").to_string();
-            matches!(s.as_str(), "running" | "degraded").then_some(s)
-        });
+            if matches!(s.as_str(), "running" | "degraded") {
+                break s;
+            }
+            if Instant::now() >= end {
+                let jobs = self
+                    .try_sh("systemctl list-jobs --no-legend --no-pager")
+                    .unwrap_or_else(|e| e);
+                panic!(
+                    "timed out after 150 s waiting for systemd in the vm to boot: \
+                     is-system-running says {s:?}; jobs:\n{jobs}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
         if state == "degraded" {
             eprintln!(
                 "vm {}: degraded at boot:\n{}",
