@@ -120,12 +120,9 @@ pub fn kernel_datapath(configured: &str, f: &DatapathFacts) -> Finding {
 /// default, `system`. `tether run` refuses to start (exit 2) rather than change it under
 /// the ports on the bridge.
 pub fn datapath(bridge: &str, existing: &str, configured: &str) -> Option<Finding> {
-    let existing = if existing.is_empty() {
-        "system"
-    } else {
-        existing
-    };
-    (existing != configured).then(|| {
+    // The comparison `tether run` makes (`Bridge::ensure`): "" is OVS's default, system.
+    let existing = crate::ovsdb::normalized_datapath(existing);
+    (existing != crate::ovsdb::normalized_datapath(configured)).then(|| {
         bad(
             Level::Fail,
             "datapath",

@@ -16,7 +16,7 @@ pub mod replica;
 pub mod rpc;
 pub mod unixctl;
 
-pub use bridge::{Bridge, PortData, PortKind, PortSpec};
+pub use bridge::{Bridge, PortData, PortKind, PortSpec, normalized_datapath};
 pub use conn::{Client, ClientOptions, Event, Remote};
 pub use datum::{Atom, Datum, Uuid};
 pub use error::OvsdbError;
