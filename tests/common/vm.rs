@@ -186,7 +186,8 @@ impl Vm {
             let s = self
                 .try_sh("systemctl is-system-running")
                 .unwrap_or_else(|e| e);
-            let s = s.trim().lines().last().unwrap_or("").to_string();
+            // `degraded` exits 1, so it arrives inside the error text: its last word.
+            let s = s.split_whitespace().last().unwrap_or("").to_string();
             if matches!(s.as_str(), "running" | "degraded") {
                 break s;
             }
