@@ -27,11 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
+use tether::controller::LiveBridge;
 use tether::controller::externalnode::{EnConfig, EnController};
 use tether::k8s::{ExternalNode, ExternalNodeSpec, NetworkInterface, ObjectMeta, Stores};
 use tether::netlink::Rtnl;
-use tether::openflow::{Category, Flows, OfFlows, OfFlowsConfig, Owner};
-use tether::ovsdb::{Bridge, Client, ClientOptions, Remote};
+use tether::openflow::{Category, OfFlows, OfFlowsConfig, Owner};
+use tether::ovsdb::{BridgeDb, Client, ClientOptions, Remote};
 
 use common::{Netns, Sandbox, privileged};
 
@@ -168,7 +169,9 @@ fn child(dir: &str, peer: &str) {
         )
         .unwrap(),
     );
-    let bridge = Arc::new(Bridge::ensure(client, "br-int", "netdev").unwrap());
+    let bridge = Arc::new(LiveBridge::new(
+        BridgeDb::ensure(client, "br-int", "netdev").unwrap(),
+    ));
     let flows =
         Arc::new(OfFlows::start(OfFlowsConfig::new(dir.join("br-int.mgmt"), "br-int", 1)).unwrap());
     flows.wait_connected(Duration::from_secs(10)).unwrap();

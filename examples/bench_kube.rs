@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use apiserver::{ApiServer, Certs, Options};
 use serde_json::json;
-use tether::k8s::{Client, ClusterConfig, Credentials, Event, HttpConfig, Kind, Source, Stores};
+use tether::k8s::{
+    Client, ClusterConfig, Credentials, HttpConfig, Kind, KubeEvent, Source, Stores,
+};
 
 const PODS: usize = 10_000;
 
@@ -110,7 +112,7 @@ fn measure(which: &str, url: &str, ca: &str) {
         let src = Source::start_api(client, cfg, stores.clone(), tx).expect("source");
         loop {
             match rx.recv_timeout(Duration::from_secs(60)).expect("sync") {
-                Event::Synced(Kind::Pod) => break,
+                KubeEvent::Synced(Kind::Pod) => break,
                 _ => continue,
             }
         }

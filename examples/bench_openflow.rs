@@ -20,7 +20,7 @@ use common::Sandbox;
 use tether::openflow::action::Action;
 use tether::openflow::flow::{Category, Flow, Owner};
 use tether::openflow::oxm::{MatchField, values};
-use tether::openflow::{Flows, OfFlows, OfFlowsConfig};
+use tether::openflow::{OfFlows, OfFlowsConfig};
 
 const OWNER: Owner = Owner {
     category: Category::TRAFFIC_CONTROL,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Sandbox;
-use tether::ovsdb::{Bridge, Client, ClientOptions, PortKind, PortSpec, Remote};
+use tether::ovsdb::{BridgeDb, Client, ClientOptions, PortKind, PortSpec, Remote};
 
 const N: usize = 200;
 const ROUNDS: usize = 3;
@@ -44,7 +44,7 @@ fn add_port_args(name: &str) -> Vec<String> {
 }
 
 /// A fresh sandbox with br-int, and a connected client when tether is the one measured.
-fn setup(ours: bool) -> (Sandbox, Option<Bridge>) {
+fn setup(ours: bool) -> (Sandbox, Option<BridgeDb>) {
     let sb = Sandbox::start();
     let client = Arc::new(
         Client::connect(
@@ -54,7 +54,7 @@ fn setup(ours: bool) -> (Sandbox, Option<Bridge>) {
         )
         .unwrap(),
     );
-    let br = Bridge::ensure(client, "br-int", "netdev").unwrap();
+    let br = BridgeDb::ensure(client, "br-int", "netdev").unwrap();
     (sb, ours.then_some(br))
 }
 

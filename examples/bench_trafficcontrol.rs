@@ -19,11 +19,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tether::controller::bridge::{LiveBridge, OvsBridge};
+use tether::controller::Flows;
 use tether::controller::interfaces::Interfaces;
 use tether::controller::trafficcontrol::TcController;
+use tether::controller::{Bridge, LiveBridge};
 use tether::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
-use tether::openflow::{Flow, Flows, OfError, OfFlows, OfFlowsConfig, Owner};
+use tether::openflow::{Flow, OfError, OfFlows, OfFlowsConfig, Owner};
 use tether::ovsdb::{
     self, Client, ClientOptions, OvsdbError, PortData, PortKind, PortSpec, Remote, Uuid,
 };
@@ -113,7 +114,7 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
         )
         .unwrap(),
     );
-    let br = ovsdb::Bridge::ensure(client.clone(), "br-int", "netdev").unwrap();
+    let br = ovsdb::BridgeDb::ensure(client.clone(), "br-int", "netdev").unwrap();
     // Bridges for the baselines, made now: later, every reconfiguration of a switch with
     // 5,000 ports takes vswitchd seconds.
     sb.add_bridge("br-base");
@@ -237,7 +238,7 @@ fn flip(stores: &Stores, c: &TcController, i: usize, to: usize) {
     let old = stores.pods.get(&key).unwrap().metadata.labels.clone();
     stores.pods.apply(decode::<Pod>(pod_json(i, to)));
     let new = stores.pods.get(&key).unwrap().metadata.labels.clone();
-    for k in c.keys_for_pod("bench", Some(&old), Some(&new)) {
+    for k in tether::controller::route::tcs_for_pod(stores, "bench", Some(&old), Some(&new)) {
         c.sync(&k).unwrap();
     }
 }
@@ -258,7 +259,7 @@ fn label_flips(sb: &common::Sandbox) {
         )
         .unwrap(),
     );
-    let br = ovsdb::Bridge::ensure(client, "br-int", "netdev").unwrap();
+    let br = ovsdb::BridgeDb::ensure(client, "br-int", "netdev").unwrap();
     let of =
         Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
@@ -316,7 +317,7 @@ fn label_flips(sb: &common::Sandbox) {
 /// In-memory backends: the controller's own cost, without OVS.
 struct MemBridge(Arc<Interfaces>);
 
-impl OvsBridge for MemBridge {
+impl Bridge for MemBridge {
     fn interfaces(&self) -> Arc<Interfaces> {
         self.0.clone()
     }

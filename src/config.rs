@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::pipeline::externalnode::{PolicyBypassRule, parse_bypass_rules};
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum Source {
+/// Where the objects come from: a kubeconfig, a manifests directory, or in-cluster.
+pub enum Input {
     Kubeconfig(PathBuf),
     Manifests(PathBuf),
     InCluster,
@@ -28,7 +29,7 @@ pub struct Config {
     pub ovs_rundir: PathBuf,
     pub bridge: String,
     pub datapath_type: String,
-    pub source: Source,
+    pub source: Input,
     pub external_node_namespace: String,
     pub state_socket: PathBuf,
     /// `externalNode.policyBypassRules`, validated here so that `check` and `run` refuse a
@@ -459,9 +460,9 @@ pub fn parse_run(
                 "kubeconfig and manifests: give exactly one source, not both".into(),
             ));
         }
-        (Some(k), None) => Source::Kubeconfig(PathBuf::from(k)),
-        (None, Some(m)) => Source::Manifests(PathBuf::from(m)),
-        (None, None) => Source::InCluster,
+        (Some(k), None) => Input::Kubeconfig(PathBuf::from(k)),
+        (None, Some(m)) => Input::Manifests(PathBuf::from(m)),
+        (None, None) => Input::InCluster,
     };
     let external_node_namespace = r
         .external_node_namespace

@@ -19,3 +19,5 @@ pub mod ovsdb;
 pub mod pipeline;
 pub mod status;
 pub mod sys;
+#[cfg(any(test, feature = "test-hooks"))]
+pub mod testing;

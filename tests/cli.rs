@@ -222,7 +222,7 @@ fn shipped_config_and_examples_are_valid() {
     assert_eq!(cfg.external_node_namespace, "vm-ns");
     assert_eq!(
         cfg.source,
-        tether::config::Source::Kubeconfig("/etc/tether/kubeconfig".into())
+        tether::config::Input::Kubeconfig("/etc/tether/kubeconfig".into())
     );
     assert_eq!(cfg.policy_bypass_rules.len(), 1);
     for (file, kind, key) in [

@@ -38,11 +38,12 @@ use serde_json::{Value, json};
 
 use common::{Sandbox, privileged, wait_for};
 use externalnode_vm::*;
+use tether::controller::LiveBridge;
 use tether::controller::externalnode::{CRASH_ENV, EnConfig, EnController, PolicyBypassRule};
 use tether::k8s::{ExternalNode, ExternalNodeSpec, NetworkInterface, ObjectMeta, Stores};
 use tether::netlink::Rtnl;
-use tether::openflow::{Category, Flows, OfFlows, OfFlowsConfig, Owner};
-use tether::ovsdb::{Bridge, Client, ClientOptions, Remote};
+use tether::openflow::{Category, OfFlows, OfFlowsConfig, Owner};
+use tether::ovsdb::{BridgeDb, Client, ClientOptions, Remote};
 
 const AGENT_ENV: &str = "TETHER_EN_AGENT";
 
@@ -132,8 +133,11 @@ fn agent_main(dir: &str) {
         )
         .unwrap(),
     );
-    let bridge = Arc::new(Bridge::ensure(client, "br-int", common::datapath()).unwrap());
+    let bridge = Arc::new(LiveBridge::new(
+        BridgeDb::ensure(client, "br-int", common::datapath()).unwrap(),
+    ));
     let prev: u16 = bridge
+        .db()
         .external_id("roundNum")
         .unwrap()
         .and_then(|r| r.parse().ok())
@@ -229,6 +233,7 @@ fn agent_main(dir: &str) {
                 };
                 r.and_then(|()| {
                     bridge
+                        .db()
                         .set_external_id("roundNum", &round.to_string())
                         .map_err(|e| tether::openflow::OfError::Timeout {
                             what: e.to_string(),

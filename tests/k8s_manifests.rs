@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
-use tether::k8s::{Change, Event, Kind, ManifestsConfig, Resource, Source, Stores};
+use tether::k8s::{Change, Kind, KubeEvent, ManifestsConfig, Resource, Source, Stores};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -62,11 +62,11 @@ const TCS: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
    "spec": {"appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}}, "direction": "Both",
             "action": "Mirror", "targetPort": {"ovsInternal": {"name": "tap0"}}}}]}"#;
 
-fn next_event(rx: &Receiver<Event>) -> Event {
+fn next_event(rx: &Receiver<KubeEvent>) -> KubeEvent {
     rx.recv_timeout(LIMIT).expect("no event")
 }
 
-fn describe(ev: &Event) -> String {
+fn describe(ev: &KubeEvent) -> String {
     fn c<T: Resource>(kind: &str, c: &Change<T>) -> String {
         match c {
             Change::Added(o) => format!("{kind} added {}", o.key()),
@@ -75,11 +75,11 @@ fn describe(ev: &Event) -> String {
         }
     }
     match ev {
-        Event::Pod(x) => c("Pod", x),
-        Event::Namespace(x) => c("Namespace", x),
-        Event::TrafficControl(x) => c("TrafficControl", x),
-        Event::ExternalNode(x) => c("ExternalNode", x),
-        Event::Synced(k) => format!("synced {k}"),
+        KubeEvent::Pod(x) => c("Pod", x),
+        KubeEvent::Namespace(x) => c("Namespace", x),
+        KubeEvent::TrafficControl(x) => c("TrafficControl", x),
+        KubeEvent::ExternalNode(x) => c("ExternalNode", x),
+        KubeEvent::Synced(k) => format!("synced {k}"),
     }
 }
 
@@ -133,7 +133,7 @@ fn manifests_directory_is_a_source() {
         &OBJECTS.replace("labels: {app: web}", "labels: {app: db}"),
     );
     match next_event(&rx) {
-        Event::Pod(Change::Updated { old, new }) => {
+        KubeEvent::Pod(Change::Updated { old, new }) => {
             assert_eq!(old.metadata.labels["app"], "web");
             assert_eq!(new.metadata.labels["app"], "db");
             assert_eq!(
@@ -203,7 +203,7 @@ fn the_same_kind_in_two_files_keeps_the_first() {
     let mut cfg = ManifestsConfig::new(d.clone(), "vm1", "default");
     cfg.poll_interval = Duration::from_millis(20);
     let src = Source::start_manifests(cfg, stores.clone(), tx).expect("source");
-    while next_event(&rx) != Event::Synced(Kind::ExternalNode) {}
+    while next_event(&rx) != KubeEvent::Synced(Kind::ExternalNode) {}
     assert_eq!(
         stores.namespaces.get("x").expect("ns").metadata.labels["from"],
         "a"

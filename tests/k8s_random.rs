@@ -12,7 +12,7 @@ use std::time::Duration;
 use apiserver::client::{cluster_config, on_vm1, server_versions, start, store_versions};
 use apiserver::{ApiServer, Fault, FaultAction, On, Options, namespace, pod, traffic_control};
 use serde_json::json;
-use tether::k8s::{Change, Credentials, Event, Kind, Resource};
+use tether::k8s::{Change, Credentials, Kind, KubeEvent, Resource};
 
 struct Rng(u64);
 
@@ -75,8 +75,8 @@ fn random_operations_and_faults_converge() {
             let (mut pods, mut tcs) = (BTreeMap::new(), BTreeMap::new());
             for ev in rx.iter() {
                 match ev {
-                    Event::Pod(c) => mirror_apply(&mut pods, &c),
-                    Event::TrafficControl(c) => mirror_apply(&mut tcs, &c),
+                    KubeEvent::Pod(c) => mirror_apply(&mut pods, &c),
+                    KubeEvent::TrafficControl(c) => mirror_apply(&mut tcs, &c),
                     _ => {}
                 }
             }

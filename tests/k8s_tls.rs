@@ -12,7 +12,7 @@ use apiserver::{ApiServer, Certs, Options, namespace, wait_until};
 use crossbeam_channel::Receiver;
 use serde_json::json;
 use tether::k8s::kubeconfig::load_kubeconfig;
-use tether::k8s::{Client, ClusterConfig, Credentials, Event, Kind, Source, Stores};
+use tether::k8s::{Client, ClusterConfig, Credentials, Kind, KubeEvent, Source, Stores};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -28,7 +28,7 @@ fn tls_server(names: &[&str], client_auth: bool, tokens: &[&str]) -> ApiServer {
     srv
 }
 
-fn start(cc: &ClusterConfig, kinds: &[Kind]) -> (Source, Stores, Receiver<Event>) {
+fn start(cc: &ClusterConfig, kinds: &[Kind]) -> (Source, Stores, Receiver<KubeEvent>) {
     let client = Client::new(cc, http_config()).expect("client");
     let stores = Stores::default();
     let (tx, rx) = crossbeam_channel::bounded(1000);
@@ -37,9 +37,9 @@ fn start(cc: &ClusterConfig, kinds: &[Kind]) -> (Source, Stores, Receiver<Event>
     (src, stores, rx)
 }
 
-fn wait_synced(rx: &Receiver<Event>, kind: Kind) {
+fn wait_synced(rx: &Receiver<KubeEvent>, kind: Kind) {
     loop {
-        if rx.recv_timeout(LIMIT).expect("no Synced event") == Event::Synced(kind) {
+        if rx.recv_timeout(LIMIT).expect("no Synced event") == KubeEvent::Synced(kind) {
             return;
         }
     }

@@ -15,16 +15,16 @@ use apiserver::{
 };
 use crossbeam_channel::Receiver;
 use serde_json::json;
-use tether::k8s::{Change, Client, Credentials, Event, Kind, Resource};
+use tether::k8s::{Change, Client, Credentials, Kind, KubeEvent, Resource};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-fn wait_synced(rx: &Receiver<Event>, kinds: &[Kind]) -> Vec<Event> {
+fn wait_synced(rx: &Receiver<KubeEvent>, kinds: &[Kind]) -> Vec<KubeEvent> {
     let mut seen = Vec::new();
     let mut events = Vec::new();
     while seen.len() < kinds.len() {
         let ev = rx.recv_timeout(LIMIT).expect("no Synced event");
-        if let Event::Synced(k) = ev {
+        if let KubeEvent::Synced(k) = ev {
             seen.push(k);
         } else {
             events.push(ev);
@@ -37,10 +37,10 @@ fn wait_synced(rx: &Receiver<Event>, kinds: &[Kind]) -> Vec<Event> {
     events
 }
 
-fn next_pod_change(rx: &Receiver<Event>) -> Change<tether::k8s::Pod> {
+fn next_pod_change(rx: &Receiver<KubeEvent>) -> Change<tether::k8s::Pod> {
     loop {
         match rx.recv_timeout(LIMIT).expect("no event") {
-            Event::Pod(c) => return c,
+            KubeEvent::Pod(c) => return c,
             _ => continue,
         }
     }

@@ -18,7 +18,7 @@ use tether::openflow::conn::{Conn, ConnOptions};
 use tether::openflow::consts::{Version, port};
 use tether::openflow::flow::{Category, Flow, Owner, cookie};
 use tether::openflow::oxm::{Match, MatchField, values};
-use tether::openflow::{Flows, OfError, OfFlows, OfFlowsConfig};
+use tether::openflow::{OfError, OfFlows, OfFlowsConfig};
 
 const TC_A: Owner = Owner {
     category: Category::TRAFFIC_CONTROL,

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tether::ovsdb::{Bridge, Client, ClientOptions, Event, OvsdbError, PortKind, PortSpec, Remote};
+use tether::ovsdb::{
+    BridgeDb, Client, ClientOptions, DbEvent, OvsdbError, PortKind, PortSpec, Remote,
+};
 
 use common::{Sandbox, privileged};
 
@@ -49,7 +51,7 @@ fn ensure_bridge_settings_and_pinned_dpid() {
     }
     let sb = Sandbox::start();
     let c = client(&sb);
-    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
+    let br = BridgeDb::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     let r = row(
         &sb,
         "Bridge",
@@ -69,7 +71,7 @@ fn ensure_bridge_settings_and_pinned_dpid() {
         json!("internal")
     );
     // Idempotent: a second ensure keeps the DPID (Antrea rewrote it on every start).
-    let br2 = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
+    let br2 = BridgeDb::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     assert_eq!(br2.uuid(), br.uuid());
     assert_eq!(
         row(&sb, "Bridge", "br-int", "other_config")[0][1][0][1],
@@ -88,7 +90,7 @@ fn ensure_bridge_settings_and_pinned_dpid() {
         "fail_mode=secure",
     ]);
     let before = row(&sb, "Bridge", "br-x", "datapath_id")[0].clone();
-    Bridge::ensure(c, "br-x", common::datapath()).unwrap();
+    BridgeDb::ensure(c, "br-x", common::datapath()).unwrap();
     let r = row(
         &sb,
         "Bridge",
@@ -108,7 +110,7 @@ fn ports_of_every_kind_with_exact_columns() {
     }
     let sb = Sandbox::start();
     let c = client(&sb);
-    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
+    let br = BridgeDb::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     // Internal port with a MAC: honoured by OVS (mac_in_use) and the tap in the netns.
     let spec = PortSpec::new(
         "eth1",
@@ -286,7 +288,7 @@ fn ofport_minus_one_reports_ovs_error() {
         return;
     }
     let sb = Sandbox::start();
-    let br = Bridge::ensure(client(&sb), "br-int", common::datapath()).unwrap();
+    let br = BridgeDb::ensure(client(&sb), "br-int", common::datapath()).unwrap();
     // An internal port named after an existing netdev (ovs-recipe.md §2 F, Antrea #4122).
     sb.ns().ip(&[
         "link", "add", "taken0", "type", "veth", "peer", "name", "taken1",
@@ -331,7 +333,7 @@ fn external_ids_of_ports_and_bridge() {
         return;
     }
     let sb = Sandbox::start();
-    let br = Bridge::ensure(client(&sb), "br-int", common::datapath()).unwrap();
+    let br = BridgeDb::ensure(client(&sb), "br-int", common::datapath()).unwrap();
     br.create_port(&PortSpec::new("p1", PortKind::Internal { mac: None }))
         .unwrap();
     let m = ids(&[
@@ -385,7 +387,7 @@ fn replica_follows_changes_made_by_others() {
     }
     let sb = Sandbox::start();
     let c = client(&sb);
-    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
+    let br = BridgeDb::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     let events = c.events();
     sb.vsctl(&[
         "add-port",
@@ -419,7 +421,7 @@ fn replica_follows_changes_made_by_others() {
     );
     assert_eq!(p.if_type, "internal");
     assert!(p.mac_in_use.is_some());
-    assert!(events.try_iter().any(|e| e == Event::Updated));
+    assert!(events.try_iter().any(|e| e == DbEvent::Updated));
     sb.vsctl(&["del-port", "br-int", "pod-a"]);
     assert!(c.wait_until(T, |r| r.by_name("Port", "pod-a").is_none()));
 }
@@ -435,7 +437,7 @@ fn reconnects_after_ovsdb_server_restart() {
         ..Default::default()
     };
     let c = Arc::new(Client::connect(Remote::parse(&sb.db_remote()).unwrap(), opts, T).unwrap());
-    let br = Bridge::ensure(c.clone(), "br-int", common::datapath()).unwrap();
+    let br = BridgeDb::ensure(c.clone(), "br-int", common::datapath()).unwrap();
     br.create_port(&PortSpec::new("p1", PortKind::Internal { mac: None }))
         .unwrap();
     let events = c.events();
@@ -445,7 +447,7 @@ fn reconnects_after_ovsdb_server_restart() {
     assert!(
         events
             .try_iter()
-            .any(|e| matches!(e, Event::Disconnected(_)))
+            .any(|e| matches!(e, DbEvent::Disconnected(_)))
     );
     assert_eq!(
         br.create_port(&PortSpec::new("p2", PortKind::Internal { mac: None })),
@@ -505,7 +507,7 @@ fn first_disconnect(path: &std::path::Path) -> (String, Client) {
     let ev = c.events();
     loop {
         match ev.recv_timeout(T).expect("an event") {
-            Event::Disconnected(why) => return (why, c),
+            DbEvent::Disconnected(why) => return (why, c),
             _ => continue,
         }
     }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Config, Source, preflight};
+use super::{Config, Input, preflight};
 use crate::k8s::{self, Kind, KubeError};
 use crate::netlink::Links;
 use crate::ovsdb::{Client, ClientOptions, Condition, Datum, Op, Remote};
@@ -274,9 +274,9 @@ type Found = (Option<k8s::ExternalNode>, Vec<k8s::TrafficControl>);
 /// The source's checks; what it holds for this node.
 fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
     let cc = match &cfg.source {
-        Source::Manifests(dir) => return check_manifests(cfg, dir, out),
-        Source::Kubeconfig(p) => k8s::kubeconfig::load_kubeconfig(p, None),
-        Source::InCluster => k8s::kubeconfig::in_cluster(),
+        Input::Manifests(dir) => return check_manifests(cfg, dir, out),
+        Input::Kubeconfig(p) => k8s::kubeconfig::load_kubeconfig(p, None),
+        Input::InCluster => k8s::kubeconfig::in_cluster(),
     };
     let cc = match cc {
         Ok(c) => c,
@@ -308,7 +308,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
                 ),
             };
             let detail = match &cfg.source {
-                Source::Kubeconfig(p) => format!("kubeconfig {}: {detail}", p.display()),
+                Input::Kubeconfig(p) => format!("kubeconfig {}: {detail}", p.display()),
                 _ => detail,
             };
             out.push(bad(Level::Fail, "api credentials", detail, fix));
@@ -344,12 +344,7 @@ fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
         kinds: Vec::new(),
         watch: k8s::WatchConfig::default(),
     };
-    for kind in [
-        Kind::Pod,
-        Kind::Namespace,
-        Kind::TrafficControl,
-        Kind::ExternalNode,
-    ] {
+    for kind in Kind::ALL {
         out.push(check_rbac(&client, &scope, kind));
     }
     // This node's ExternalNode and the TrafficControls, listed as the daemon lists them

@@ -27,7 +27,7 @@ fn defaults() {
             ovs_rundir: "/var/run/openvswitch".into(),
             bridge: "br-int".into(),
             datapath_type: "system".into(),
-            source: Source::InCluster,
+            source: Input::InCluster,
             external_node_namespace: "default".into(),
             state_socket: "/run/tether/tether.sock".into(),
             policy_bypass_rules: vec![],
@@ -55,7 +55,7 @@ fn flags_both_spellings_and_precedence_over_the_file() {
     assert_eq!(c.node_name, "from-file");
     assert_eq!(c.bridge, "br-x");
     assert_eq!(c.datapath_type, "netdev");
-    assert_eq!(c.source, Source::Manifests("/m".into()));
+    assert_eq!(c.source, Input::Manifests("/m".into()));
     assert_eq!(c.external_node_namespace, "vm-ns");
     assert_eq!(c.state_socket, PathBuf::from("/tmp/s.sock"));
     assert_eq!(
@@ -181,7 +181,7 @@ fn antreas_agent_config_is_read_unchanged() {
     assert_eq!(c.datapath_type, "system");
     assert_eq!(
         c.source,
-        Source::Kubeconfig("/etc/antrea/antrea-agent.kubeconfig".into())
+        Input::Kubeconfig("/etc/antrea/antrea-agent.kubeconfig".into())
     );
     assert_eq!(c.external_node_namespace, "vm-ns");
     assert_eq!(c.warnings, Vec::<String>::new());

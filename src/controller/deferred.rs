@@ -21,7 +21,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::openflow::{Category, Flow, Flows, OfError, Owner};
+use crate::controller::Flows;
+use crate::openflow::{Category, Flow, OfError, Owner};
 
 /// What a flush did: the owners whose flows failed, and the old round's delete (None when
 /// there was none to do).
@@ -106,6 +107,31 @@ impl Flows for DeferredFlows {
         }
     }
 
+    /// Deferred owners are collected while collecting; the others (and every owner after
+    /// the flush) go to the backend as one `apply_many`.
+    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+        let mut pending = self.lock();
+        let now: Vec<(Owner, Vec<Flow>)> = match pending.as_mut() {
+            Some(collected) => sets
+                .into_iter()
+                .filter_map(|(owner, flows)| {
+                    if self.defers(owner) {
+                        collected.insert(owner, flows);
+                        None
+                    } else {
+                        Some((owner, flows))
+                    }
+                })
+                .collect(),
+            None => sets,
+        };
+        drop(pending);
+        if now.is_empty() {
+            return Vec::new();
+        }
+        self.inner.apply_many(now)
+    }
+
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         if self.defers(owner) {
             let mut pending = self.lock();
@@ -120,6 +146,10 @@ impl Flows for DeferredFlows {
 
     fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         self.inner.set_no_flood(ofport, on)
+    }
+
+    fn set_no_flood_many(&self, ofports: &[u32], on: bool) -> Result<(), OfError> {
+        self.inner.set_no_flood_many(ofports, on)
     }
 
     fn delete_round(&self, round: u16) -> Result<(), OfError> {
@@ -138,8 +168,8 @@ impl Flows for DeferredFlows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fake::FakeFlows;
     use crate::openflow::{Action, MatchField};
+    use crate::testing::FakeFlows;
 
     fn tc(object: u32) -> Owner {
         Owner::new(Category::TRAFFIC_CONTROL, object)

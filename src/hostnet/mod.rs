@@ -4,7 +4,7 @@
 //! Owns: detecting what manages a NIC (systemd-networkd, NetworkManager, ifupdown) for
 //! `tether check` and the logs, and for systemd-networkd the runtime `.network` files and
 //! `networkctl reload` (see `networkd` for why). Does not own the takeover itself (the
-//! ExternalNode controller calls in through [`HostNetwork`] at three points: before the
+//! ExternalNode controller calls in through `controller::HostNetwork` at three points: before the
 //! rename, on every sync while attached, after the NIC is back under its own name).
 //!
 //! NetworkManager and ifupdown get no step (README "DHCP and network managers" says what
@@ -156,38 +156,6 @@ fn err(op: impl Into<String>, detail: impl fmt::Display) -> HostNetError {
     }
 }
 
-/// The three points of a takeover at which the network manager is told (idempotent each).
-pub trait HostNetwork: Send + Sync {
-    /// Before `nic` (index `ifindex`) is renamed to `uplink`. Returns what it did, if
-    /// anything, for the log.
-    fn before_takeover(
-        &self,
-        nic: &str,
-        ifindex: u32,
-        uplink: &str,
-    ) -> Result<Option<String>, HostNetError>;
-    /// On every sync while `nic` is attached: what `before_takeover` set up is still there
-    /// (cheap when it is).
-    fn attached(&self, nic: &str, uplink: &str) -> Result<(), HostNetError>;
-    /// `nic` is a plain NIC again (given back, or a takeover rolled back).
-    fn released(&self, nic: &str) -> Result<(), HostNetError>;
-}
-
-/// No network manager integration (unit tests, and hosts without one).
-pub struct NoHostNetwork;
-
-impl HostNetwork for NoHostNetwork {
-    fn before_takeover(&self, _: &str, _: u32, _: &str) -> Result<Option<String>, HostNetError> {
-        Ok(None)
-    }
-    fn attached(&self, _: &str, _: &str) -> Result<(), HostNetError> {
-        Ok(())
-    }
-    fn released(&self, _: &str) -> Result<(), HostNetError> {
-        Ok(())
-    }
-}
-
 /// systemd-networkd's runtime `.network` files and `networkctl reload`.
 pub struct Networkd {
     /// Off when not in PID 1's network namespace ([`in_init_netns`]).
@@ -313,8 +281,9 @@ impl Networkd {
     }
 }
 
-impl HostNetwork for Networkd {
-    fn before_takeover(
+impl Networkd {
+    /// See `controller::HostNetwork` (adapted in `controller::live`).
+    pub fn before_takeover(
         &self,
         nic: &str,
         ifindex: u32,
@@ -357,7 +326,7 @@ impl HostNetwork for Networkd {
         )))
     }
 
-    fn attached(&self, nic: &str, uplink: &str) -> Result<(), HostNetError> {
+    pub fn attached(&self, nic: &str, uplink: &str) -> Result<(), HostNetError> {
         // Only where tether set networkd up at the takeover (its host file is there): the
         // uplink must stay unmanaged even if someone removed that file.
         if !self.enabled || read(&self.dir().join(networkd::host_file_name(nic))).is_none() {
@@ -377,7 +346,7 @@ impl HostNetwork for Networkd {
         Ok(())
     }
 
-    fn released(&self, nic: &str) -> Result<(), HostNetError> {
+    pub fn released(&self, nic: &str) -> Result<(), HostNetError> {
         if !self.enabled {
             return Ok(());
         }

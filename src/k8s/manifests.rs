@@ -31,7 +31,7 @@ use serde_json::Value;
 use sha1::{Digest, Sha1};
 
 use super::crd::{ExternalNode, TrafficControl};
-use super::source::{Event, KindStatus, Watched, apply_delta, send, set_status};
+use super::source::{KindStatus, KubeEvent, Watched, apply_delta, send, set_status};
 use super::store::Stores;
 use super::types::{Kind, Namespace, Pod};
 use super::watch::Delta;
@@ -573,7 +573,7 @@ impl Decoded {
 
     /// Apply to the stores; false when stopping. Namespaces first, so that a Pod's
     /// namespace labels are known when its event arrives.
-    fn apply(self, stores: &Stores, events: &Sender<Event>, stop: &Receiver<()>) -> bool {
+    fn apply(self, stores: &Stores, events: &Sender<KubeEvent>, stop: &Receiver<()>) -> bool {
         apply_delta(
             &stores.namespaces,
             Delta::Replace(self.namespaces),
@@ -601,7 +601,7 @@ impl Decoded {
 pub(crate) fn run(
     cfg: &ManifestsConfig,
     stores: &Stores,
-    events: &Sender<Event>,
+    events: &Sender<KubeEvent>,
     stop: &Receiver<()>,
     status: &std::sync::Arc<std::sync::Mutex<BTreeMap<Kind, KindStatus>>>,
     pulse: &crate::heartbeat::Pulse,
@@ -655,7 +655,7 @@ pub(crate) fn run(
                 if !synced {
                     synced = true;
                     for kind in Kind::ALL {
-                        if !send(events, stop, Event::Synced(kind)) {
+                        if !send(events, stop, KubeEvent::Synced(kind)) {
                             return;
                         }
                     }

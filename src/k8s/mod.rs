@@ -13,7 +13,7 @@
 //!
 //! For the controllers: build a [`Client`] from [`kubeconfig::discover`] and start
 //! [`Source::start_api`], or [`Source::start_manifests`]; both fill [`Stores`] and send
-//! [`Event`]s (`Change::{Added, Updated, Deleted}` per kind, then `Synced(kind)` once the
+//! [`KubeEvent`]s (`Change::{Added, Updated, Deleted}` per kind, then `Synced(kind)` once the
 //! first full list of that kind is in its store) on one bounded channel.
 
 pub mod backoff;
@@ -40,7 +40,7 @@ pub use http::{Client, HttpConfig};
 pub use kubeconfig::{ClusterConfig, Credentials};
 pub use manifests::ManifestsConfig;
 pub use selector::{LabelSelector, Labels};
-pub use source::{Event, KindStatus, Source, SourceConfig};
+pub use source::{KindStatus, KubeEvent, Source, SourceConfig};
 pub use store::{Change, Store, Stores};
 pub use types::{Kind, Namespace, ObjectMeta, Pod, PodSpec, Resource};
 pub use validate::{FieldError, ValidationError};

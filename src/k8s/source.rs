@@ -1,6 +1,6 @@
 //! Starting and stopping the object source — the API server (one watcher thread per kind)
 //! or a manifests directory — which keeps the [`Stores`] current and tells the controllers
-//! what changed through one bounded channel of [`Event`]s. Owns the threads and the thin
+//! what changed through one bounded channel of [`KubeEvent`]s. Owns the threads and the thin
 //! driver loop around the pure `watch::Watcher`; it does no HTTP itself (`http.rs`) and
 //! does not interpret objects (controllers do).
 //!
@@ -29,7 +29,7 @@ use crate::heartbeat::{Heartbeats, Pulse};
 
 /// What the source tells the controllers.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub enum KubeEvent {
     Pod(Change<Pod>),
     Namespace(Change<Namespace>),
     TrafficControl(Change<TrafficControl>),
@@ -40,13 +40,13 @@ pub enum Event {
 
 /// A kind the source can feed: its event wrapper and its store.
 pub trait Watched: Resource {
-    fn event(c: Change<Self>) -> Event;
+    fn event(c: Change<Self>) -> KubeEvent;
     fn store(stores: &Stores) -> &Arc<Store<Self>>;
 }
 
 impl Watched for Pod {
-    fn event(c: Change<Self>) -> Event {
-        Event::Pod(c)
+    fn event(c: Change<Self>) -> KubeEvent {
+        KubeEvent::Pod(c)
     }
     fn store(s: &Stores) -> &Arc<Store<Self>> {
         &s.pods
@@ -54,8 +54,8 @@ impl Watched for Pod {
 }
 
 impl Watched for Namespace {
-    fn event(c: Change<Self>) -> Event {
-        Event::Namespace(c)
+    fn event(c: Change<Self>) -> KubeEvent {
+        KubeEvent::Namespace(c)
     }
     fn store(s: &Stores) -> &Arc<Store<Self>> {
         &s.namespaces
@@ -63,8 +63,8 @@ impl Watched for Namespace {
 }
 
 impl Watched for TrafficControl {
-    fn event(c: Change<Self>) -> Event {
-        Event::TrafficControl(c)
+    fn event(c: Change<Self>) -> KubeEvent {
+        KubeEvent::TrafficControl(c)
     }
     fn store(s: &Stores) -> &Arc<Store<Self>> {
         &s.traffic_controls
@@ -72,8 +72,8 @@ impl Watched for TrafficControl {
 }
 
 impl Watched for ExternalNode {
-    fn event(c: Change<Self>) -> Event {
-        Event::ExternalNode(c)
+    fn event(c: Change<Self>) -> KubeEvent {
+        KubeEvent::ExternalNode(c)
     }
     fn store(s: &Stores) -> &Arc<Store<Self>> {
         &s.external_nodes
@@ -142,7 +142,7 @@ impl Source {
         client: Client,
         cfg: SourceConfig,
         stores: Stores,
-        events: Sender<Event>,
+        events: Sender<KubeEvent>,
     ) -> Result<Source, KubeError> {
         let client = Arc::new(client);
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
@@ -201,7 +201,7 @@ impl Source {
     pub fn start_manifests(
         cfg: ManifestsConfig,
         stores: Stores,
-        events: Sender<Event>,
+        events: Sender<KubeEvent>,
     ) -> Result<Source, KubeError> {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
         let status: StatusMap = Arc::default();
@@ -271,7 +271,7 @@ pub(crate) fn set_status(status: &StatusMap, kind: Kind, f: impl FnOnce(&mut Kin
 }
 
 /// Send an event unless the source is stopping; false when it is (or nobody listens).
-pub(crate) fn send(events: &Sender<Event>, stop: &Receiver<()>, ev: Event) -> bool {
+pub(crate) fn send(events: &Sender<KubeEvent>, stop: &Receiver<()>, ev: KubeEvent) -> bool {
     select! {
         send(events, ev) -> r => r.is_ok(),
         recv(stop) -> _ => false,
@@ -282,7 +282,7 @@ pub(crate) fn send(events: &Sender<Event>, stop: &Receiver<()>, ev: Event) -> bo
 pub(crate) fn apply_delta<T: Watched>(
     store: &Store<T>,
     d: Delta<T>,
-    events: &Sender<Event>,
+    events: &Sender<KubeEvent>,
     stop: &Receiver<()>,
 ) -> bool {
     let changes = match d {
@@ -306,7 +306,7 @@ struct WatchCtx {
     client: Arc<Client>,
     cfg: SourceConfig,
     stores: Stores,
-    events: Sender<Event>,
+    events: Sender<KubeEvent>,
     stop: Receiver<()>,
     status: StatusMap,
     kind: Kind,
@@ -410,7 +410,7 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
                                     ctx.kind,
                                     store.len()
                                 );
-                                if !send(&ctx.events, &ctx.stop, Event::Synced(ctx.kind)) {
+                                if !send(&ctx.events, &ctx.stop, KubeEvent::Synced(ctx.kind)) {
                                     return;
                                 }
                             }

@@ -1,6 +1,7 @@
 //! Thread-safe object stores fed by the watchers and the manifests source, read by the
-//! controllers. A store owns the current objects of one kind and a secondary index; it
-//! does not decide what a change means (the controllers do).
+//! controllers. A store owns the current objects of one kind and a secondary index, and
+//! answers queries over them ("which TCs select a Pod with these labels"); it does not
+//! decide what a change means (`controller::route` does).
 //!
 //! Readers get snapshots: every object is an immutable `Arc<T>`, replaced wholesale on
 //! update, so a reader holding one never sees it change and never holds the lock while it
@@ -393,50 +394,42 @@ impl Store<Pod> {
 }
 
 impl Store<TrafficControl> {
-    /// Keys of the TCs whose selection contains a Pod with labels `old` (before the event)
-    /// or `new` (after it), the Pod's Namespace having `namespace_labels`.
-    pub fn affected_by_pod(
+    /// Keys of the valid TCs whose selectors select a Pod with `pod_labels` in a
+    /// Namespace with `namespace_labels` (the index narrows, the selectors decide).
+    pub fn selecting_pod(
         &self,
         namespace_labels: &Labels,
-        old: Option<&Labels>,
-        new: Option<&Labels>,
+        pod_labels: &Labels,
     ) -> BTreeSet<String> {
         let g = self.read();
         let mut cand = BTreeSet::new();
         g.index
             .pods
-            .candidates(old.into_iter().chain(new), &mut cand);
+            .candidates(std::iter::once(pod_labels), &mut cand);
         cand.retain(|k| {
             let Some(Ok(spec)) = g.objects.get(k).map(|t| &t.spec) else {
                 return false;
             };
-            let a = &spec.applied_to;
-            old.is_some_and(|l| a.selects(l, namespace_labels))
-                || new.is_some_and(|l| a.selects(l, namespace_labels))
+            spec.applied_to.selects(pod_labels, namespace_labels)
         });
         cand
     }
 
-    /// Keys of the TCs whose Namespace selector matches the Namespace before (`old`) or
-    /// after (`new`) the event: their set of selected Pods may have changed.
-    pub fn affected_by_namespace(
-        &self,
-        old: Option<&Labels>,
-        new: Option<&Labels>,
-    ) -> BTreeSet<String> {
+    /// Keys of the valid TCs whose Namespace selector matches a Namespace with `labels`.
+    pub fn selecting_namespace(&self, labels: &Labels) -> BTreeSet<String> {
         let g = self.read();
         let mut cand = BTreeSet::new();
         g.index
             .namespaces
-            .candidates(old.into_iter().chain(new), &mut cand);
+            .candidates(std::iter::once(labels), &mut cand);
         cand.retain(|k| {
             let Some(Ok(spec)) = g.objects.get(k).map(|t| &t.spec) else {
                 return false;
             };
-            let Some(sel) = &spec.applied_to.namespace_selector else {
-                return false;
-            };
-            old.is_some_and(|l| sel.matches(l)) || new.is_some_and(|l| sel.matches(l))
+            spec.applied_to
+                .namespace_selector
+                .as_ref()
+                .is_some_and(|sel| sel.matches(labels))
         });
         cand
     }

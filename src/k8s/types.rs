@@ -70,9 +70,12 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind tether watches, the one list of them: in this order the daemon starts
+    /// their watches, the manifests source applies them, and `tether status` shows them
+    /// (Namespaces first: a Pod's selection needs its Namespace's labels).
     pub const ALL: [Kind; 4] = [
-        Kind::Pod,
         Kind::Namespace,
+        Kind::Pod,
         Kind::TrafficControl,
         Kind::ExternalNode,
     ];

@@ -37,6 +37,7 @@
 //! * renaming a link rewrites its IPv4 labels: the first address takes the new name, later
 //!   ones `<new>:<alias>` or, without an alias, `<new>:<position>` (`inetdev_changename`).
 
+#[cfg(any(test, feature = "test-hooks"))]
 mod fake;
 mod moving;
 mod naming;
@@ -49,6 +50,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
+#[cfg(any(test, feature = "test-hooks"))]
 pub use fake::{Call, FakeLinks};
 pub use moving::{
     Action, Applied, ApplyError, NicConfig, Plan, Step, StepError, TENTATIVE_RETRIES,

@@ -1,4 +1,4 @@
-//! `OfFlows`: the [`Flows`] backend on a real bridge. It owns two connections to
+//! `OfFlows`: the flows backend on a real bridge. It owns two connections to
 //! `<bridge>.mgmt` — OpenFlow 1.5 for flows, OpenFlow 1.0 for the no-flood port bit that
 //! only 1.0 has (reference antrea.md §3.6) — the [`FlowSet`] of what is installed, and the
 //! set of ports that want no-flood.
@@ -33,39 +33,6 @@ use super::flowmod::{
 use super::flowset::FlowSet;
 use super::liveness::Backoff;
 use super::msg::{Body, ErrorMsg, Msg, Port, PortMod10};
-
-/// What the controllers need from OpenFlow; narrow so a recording fake is easy.
-pub trait Flows: Send + Sync {
-    /// Make `owner`'s flows exactly `flows` (one atomic bundle of the difference).
-    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError>;
-    /// Make several owners' flows exactly theirs. A backend that can sends them as one
-    /// bundle (a cold start of 1,000 TCs is then one commit for the switch, not 1,000).
-    /// Returns the owners that failed, with why; every other owner's flows are installed.
-    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-        sets.into_iter()
-            .filter_map(|(owner, flows)| self.apply(owner, flows).err().map(|e| (owner, e)))
-            .collect()
-    }
-    /// Delete every flow of `owner`.
-    fn remove(&self, owner: Owner) -> Result<(), OfError>;
-    /// Set or clear OF1.0 `OFPPC_NO_FLOOD` on a port; remembered and re-applied after
-    /// every reconnect while set.
-    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError>;
-    /// Delete every flow whose cookie carries `round` (a previous run's flows).
-    fn delete_round(&self, round: u16) -> Result<(), OfError>;
-    /// [`Flows::apply_many`], and every flow of `round` deleted in the same step. A backend
-    /// that can sends both as one atomic bundle, so the switch goes from the old flows (a
-    /// previous run's, or Antrea's agent's, whose tables are laid out differently) to the
-    /// new ones with no mix of the two in between. The second value is the delete's result.
-    fn replace_round(
-        &self,
-        sets: Vec<(Owner, Vec<Flow>)>,
-        round: u16,
-    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
-        let failed = self.apply_many(sets);
-        (failed, self.delete_round(round))
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct OfFlowsConfig {
@@ -108,7 +75,7 @@ struct Shared {
     bundle_id: AtomicU32,
 }
 
-/// The real [`Flows`]; see the module docs.
+/// The real flows backend (`controller::Flows`); see the module docs.
 pub struct OfFlows {
     shared: Arc<Shared>,
     stop: Option<Sender<()>>,
@@ -225,8 +192,10 @@ impl Drop for OfFlows {
     }
 }
 
-impl Flows for OfFlows {
-    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+/// The flow operations; `controller::Flows` (adapted in `controller::live`) documents
+/// each.
+impl OfFlows {
+    pub fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
         let mut st = self.shared.lock();
         let mut plan = st.set.plan_apply(owner, flows)?;
         if !plan.is_empty() {
@@ -240,7 +209,7 @@ impl Flows for OfFlows {
     /// before it left it (a key moving between two TCs of the batch ends with the later
     /// one, as with separate applies); if the switch refuses the bundle, the set is put
     /// back and each owner is applied alone, so the error lands on the owner that caused it.
-    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+    pub fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
         let mut failed = Vec::new();
         let mut st = self.shared.lock();
         let before = st.set.clone();
@@ -279,7 +248,7 @@ impl Flows for OfFlows {
         }
     }
 
-    fn remove(&self, owner: Owner) -> Result<(), OfError> {
+    pub fn remove(&self, owner: Owner) -> Result<(), OfError> {
         let mut st = self.shared.lock();
         let mut plan = st.set.plan_remove(owner);
         if !plan.is_empty() {
@@ -289,7 +258,7 @@ impl Flows for OfFlows {
         Ok(())
     }
 
-    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
+    pub fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         let mut st = self.shared.lock();
         // Already set on this connection (a replay re-applies the whole set after a
         // reconnect): every PORT_MOD makes vswitchd re-examine the port, which at 5,000
@@ -311,11 +280,33 @@ impl Flows for OfFlows {
         Ok(())
     }
 
+    /// `set_no_flood(p, true)` for every port of `ofports` not yet set, in one batch
+    /// (`Shared::port_mods_no_flood`); clearing goes port by port (a port already gone is
+    /// no error then).
+    pub fn set_no_flood_many(&self, ofports: &[u32], on: bool) -> Result<(), OfError> {
+        if !on {
+            return ofports
+                .iter()
+                .try_for_each(|p| self.set_no_flood(*p, false));
+        }
+        let mut st = self.shared.lock();
+        let todo: Vec<u32> = ofports
+            .iter()
+            .copied()
+            .filter(|p| !st.no_flood.contains(p))
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect();
+        self.shared.port_mods_no_flood(&todo, true)?;
+        st.no_flood.extend(todo);
+        Ok(())
+    }
+
     /// One bundle: every owner's difference, then the delete of `round` by cookie (after
     /// the adds: an add that replaces an old flow of the same match and priority gives it
     /// the new cookie, so the delete cannot take it). If the switch refuses the bundle,
     /// the default (owners one by one, then the delete) runs instead.
-    fn replace_round(
+    pub fn replace_round(
         &self,
         sets: Vec<(Owner, Vec<Flow>)>,
         round: u16,
@@ -365,7 +356,7 @@ impl Flows for OfFlows {
         }
     }
 
-    fn delete_round(&self, round: u16) -> Result<(), OfError> {
+    pub fn delete_round(&self, round: u16) -> Result<(), OfError> {
         let fm = FlowMod::delete_by_cookie(u64::from(round) << 48, ROUND_MASK);
         let r = self
             .shared
@@ -475,32 +466,62 @@ impl Shared {
     }
 
     fn port_mod_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
-        let port_no = u16::try_from(ofport)
-            .ok()
-            .filter(|p| *p < 0xff00)
-            .ok_or(OfError::PortNotFound { ofport })?;
+        self.port_mods_no_flood(&[ofport], on)
+    }
+
+    /// No-flood on every port of `ofports` in two round trips whatever their number: one
+    /// OF1.5 request holding a port description per port, one OF1.0 batch of PORT_MODs.
+    fn port_mods_no_flood(&self, ofports: &[u32], on: bool) -> Result<(), OfError> {
+        let mut port_nos = Vec::with_capacity(ofports.len());
+        for &ofport in ofports {
+            let p = u16::try_from(ofport)
+                .ok()
+                .filter(|p| *p < 0xff00)
+                .ok_or(OfError::PortNotFound { ofport })?;
+            port_nos.push(p);
+        }
+        if ofports.is_empty() {
+            return Ok(());
+        }
         // OVS rejects a PORT_MOD whose hw_addr is not the port's (OFPPMFC_BAD_HW_ADDR),
         // and the address may have changed since the last look: ask each time. Ask over
-        // OF1.5 for this one port: an OF1.0 FEATURES_REPLY is capped at 64 KiB, so it
+        // OF1.5 for these ports only: an OF1.0 FEATURES_REPLY is capped at 64 KiB, so it
         // lists only the first ~1,360 ports of a big bridge.
-        let hw_addr = self
-            .port_desc(ofport)
-            .ok()
-            .and_then(|ports| ports.into_iter().find(|p| p.port_no == ofport))
-            .map(|p| p.hw_addr)
-            .ok_or(OfError::PortNotFound { ofport })?;
-        let pm = PortMod10 {
-            port_no,
-            hw_addr,
-            config: if on { OFPPC10_NO_FLOOD } else { 0 },
-            mask: OFPPC10_NO_FLOOD,
-            advertise: 0,
-        };
-        let r = self
-            .of10
-            .transact(vec![Body::PortMod10(pm)], self.timeout)?;
-        first_error(&r, |_| {
-            format!("OF1.0 port_mod no-flood={on} port={ofport}")
+        let reqs = ofports
+            .iter()
+            .map(|&port_no| {
+                Body::MultipartRequest(MultipartRequest {
+                    flags: 0,
+                    body: MultipartRequestBody::PortDesc { port_no },
+                })
+            })
+            .collect();
+        let r = self.transact15(reqs, "port description")?;
+        let mut hw = std::collections::BTreeMap::new();
+        for (_, m) in r.replies {
+            if let Body::MultipartReply(mp) = m.body {
+                if let MultipartReplyBody::PortDesc(v) = mp.body {
+                    hw.extend(v.into_iter().map(|p| (p.port_no, p.hw_addr)));
+                }
+            }
+        }
+        let mut mods = Vec::with_capacity(ofports.len());
+        for (&ofport, port_no) in ofports.iter().zip(port_nos) {
+            let hw_addr = *hw.get(&ofport).ok_or(OfError::PortNotFound { ofport })?;
+            mods.push(Body::PortMod10(PortMod10 {
+                port_no,
+                hw_addr,
+                config: if on { OFPPC10_NO_FLOOD } else { 0 },
+                mask: OFPPC10_NO_FLOOD,
+                advertise: 0,
+            }));
+        }
+        let r = self.of10.transact(mods, self.timeout)?;
+        first_error(&r, |i| {
+            format!(
+                "OF1.0 port_mod no-flood={on} port={}",
+                ofports.get(i).copied().unwrap_or_default()
+            )
         })
     }
 
@@ -521,11 +542,16 @@ impl Shared {
         Ok(())
     }
 
-    /// Re-apply no-flood to every port that wants it; tries all, returns the first error.
+    /// Re-apply no-flood to every port that wants it: all in one batch, or (when the
+    /// batch fails, say for a port gone meanwhile) one by one, returning the first error.
     fn replay_no_flood(&self) -> Result<(), OfError> {
         let st = self.lock();
+        let all: Vec<u32> = st.no_flood.iter().copied().collect();
+        if self.port_mods_no_flood(&all, true).is_ok() {
+            return Ok(());
+        }
         let mut first = None;
-        for &p in &st.no_flood {
+        for &p in &all {
             if let Err(e) = self.port_mod_no_flood(p, true) {
                 first.get_or_insert(e);
             }

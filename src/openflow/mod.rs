@@ -12,7 +12,7 @@
 //! - [`conn`] the only file that touches a socket: `<rundir>/<bridge>.mgmt`, version
 //!   negotiation, echo, batches ending in a barrier, reconnect with backoff; its timing
 //!   state machines are pure, in [`liveness`].
-//! - [`backend`] `OfFlows`, the [`Flows`] implementation: applies diffs as one atomic
+//! - [`backend`] `OfFlows`, the flows backend: applies diffs as one atomic
 //!   bundle, replays everything and no-flood after a reconnect.
 //!
 //! Not here: which flows to install (the pipeline module builds [`Flow`] values) and
@@ -33,7 +33,7 @@ pub mod oxm;
 use std::fmt;
 
 pub use action::{Action, Instruction};
-pub use backend::{Flows, OfFlows, OfFlowsConfig};
+pub use backend::{OfFlows, OfFlowsConfig};
 pub use flow::{Category, Flow, Owner, cookie};
 pub use oxm::{Match, MatchField};
 

@@ -13,7 +13,7 @@
 //! On every (re)connect the replica is rebuilt from the monitor reply, so it matches the
 //! server after an ovsdb-server restart. Requests made while disconnected fail fast with
 //! `Disconnected`; the callers' work queues retry them, and retry at once on the
-//! [`Event::Connected`] that follows.
+//! [`DbEvent::Connected`] that follows.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -91,7 +91,7 @@ impl Default for ClientOptions {
 /// What the connection tells its subscribers. Coalescing consumers re-read the replica, so
 /// a full channel drops events rather than blocking the owner thread.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Event {
+pub enum DbEvent {
     /// Monitoring again: the replica was rebuilt from the server.
     Connected,
     Disconnected(String),
@@ -132,7 +132,7 @@ pub struct Client {
     remote: Remote,
     shared: Arc<Shared>,
     cmds: Sender<Cmd>,
-    events: Receiver<Event>,
+    events: Receiver<DbEvent>,
     timeout: Duration,
     thread: Option<JoinHandle<()>>,
 }
@@ -238,8 +238,8 @@ impl Client {
         f(&r)
     }
 
-    /// Connection and replica events (see [`Event`]).
-    pub fn events(&self) -> Receiver<Event> {
+    /// Connection and replica events (see [`DbEvent`]).
+    pub fn events(&self) -> Receiver<DbEvent> {
         self.events.clone()
     }
 
@@ -404,7 +404,7 @@ struct Owner {
     opts: ClientOptions,
     shared: Arc<Shared>,
     cmds: Receiver<Cmd>,
-    events: Sender<Event>,
+    events: Sender<DbEvent>,
     next_id: u64,
 }
 
@@ -428,7 +428,7 @@ impl Owner {
                 break;
             }
             self.shared.bump(Some(false));
-            let _ = self.events.try_send(Event::Disconnected(reason.clone()));
+            let _ = self.events.try_send(DbEvent::Disconnected(reason.clone()));
             if logged_down {
                 log::debug!(
                     "ovsdb remote={} down: {reason}; retry in {backoff:?}",
@@ -636,7 +636,7 @@ impl Owner {
                 match applied {
                     Some(Ok(())) => {
                         self.shared.bump(None);
-                        let _ = self.events.try_send(Event::Updated);
+                        let _ = self.events.try_send(DbEvent::Updated);
                     }
                     Some(Err(e)) => return Err(format!("bad {method} notification: {e}")),
                     None => log::debug!("ovsdb: ignoring notification {method}"),
@@ -686,7 +686,7 @@ impl Owner {
                         *monitored = true;
                         self.shared.bump(Some(true));
                         log::info!("ovsdb remote={} connected", self.remote);
-                        let _ = self.events.try_send(Event::Connected);
+                        let _ = self.events.try_send(DbEvent::Connected);
                     }
                 }
             }

@@ -6,7 +6,7 @@
 //! controllers use (`bridge`). Does not own: what the ports mean (controllers decide) or
 //! OpenFlow (see `openflow`).
 
-pub mod bridge;
+pub mod bridgedb;
 pub mod conn;
 pub mod datum;
 mod error;
@@ -16,8 +16,8 @@ pub mod replica;
 pub mod rpc;
 pub mod unixctl;
 
-pub use bridge::{Bridge, PortData, PortKind, PortSpec, normalized_datapath};
-pub use conn::{Client, ClientOptions, Event, Remote};
+pub use bridgedb::{BridgeDb, PortData, PortKind, PortSpec, normalized_datapath};
+pub use conn::{Client, ClientOptions, DbEvent, Remote};
 pub use datum::{Atom, Datum, Uuid};
 pub use error::OvsdbError;
 pub use ops::{Condition, Mutation, Op, OpResult, Row};

@@ -13,9 +13,9 @@ use super::{
 use crate::controller::externalnode::EnController;
 use crate::controller::queue::WorkQueue;
 use crate::controller::trafficcontrol::TcController;
-use crate::daemon::Key;
-use crate::k8s::{Event as KubeEvent, Kind, Resource, Source};
-use crate::openflow::{Flow, Flows, OfError, OfFlows, Owner};
+use crate::controller::{Flows, Key};
+use crate::k8s::{Kind, KubeEvent, Resource, Source};
+use crate::openflow::{Flow, OfError, OfFlows, Owner};
 use crate::ovsdb::Client;
 
 /// The daemon's parts the snapshot reads. Cheap to clone pieces; shared with the
@@ -38,18 +38,11 @@ pub struct Probe {
     pub watches: Arc<WatchTracker>,
 }
 
-const KINDS: [Kind; 4] = [
-    Kind::Namespace,
-    Kind::Pod,
-    Kind::TrafficControl,
-    Kind::ExternalNode,
-];
-
 impl Probe {
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
         let kinds = self.source.status();
-        let watches = KINDS
+        let watches = Kind::ALL
             .iter()
             .map(|k| {
                 let st = kinds.get(k).cloned().unwrap_or_default();
@@ -228,6 +221,10 @@ impl Flows for CountingFlows {
 
     fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
         self.inner.set_no_flood(ofport, on)
+    }
+
+    fn set_no_flood_many(&self, ofports: &[u32], on: bool) -> Result<(), OfError> {
+        self.inner.set_no_flood_many(ofports, on)
     }
 
     fn delete_round(&self, round: u16) -> Result<(), OfError> {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use serde_json::Value;
 use tether::k8s::{
-    BackoffConfig, Client, ClusterConfig, Credentials, Event, HttpConfig, Kind, Resource, Source,
-    SourceConfig, Store, Stores, WatchConfig,
+    BackoffConfig, Client, ClusterConfig, Credentials, HttpConfig, Kind, KubeEvent, Resource,
+    Source, SourceConfig, Store, Stores, WatchConfig,
 };
 
 use super::ApiServer;
@@ -65,7 +65,7 @@ pub fn start(
     cc: &ClusterConfig,
     kinds: &[Kind],
     page_size: u32,
-) -> (Source, Stores, Receiver<Event>) {
+) -> (Source, Stores, Receiver<KubeEvent>) {
     let client = Client::new(cc, http_config()).unwrap();
     let stores = Stores::default();
     let (tx, rx) = crossbeam_channel::bounded(10_000);
@@ -79,7 +79,7 @@ pub fn start_with(
     cc: &ClusterConfig,
     kinds: &[Kind],
     watch: WatchConfig,
-) -> (Source, Stores, Receiver<Event>) {
+) -> (Source, Stores, Receiver<KubeEvent>) {
     let client = Client::new(cc, http_config()).unwrap();
     let stores = Stores::default();
     let (tx, rx) = crossbeam_channel::bounded(10_000);

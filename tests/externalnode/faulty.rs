@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tether::controller::bridge::OvsBridge;
+use tether::controller::Bridge;
+use tether::controller::Flows;
 use tether::controller::interfaces::Interfaces;
 use tether::netlink::{Addr, DevSysctl, Link, LinkError, Links, Route};
-use tether::openflow::{Category, Flow, Flows, OfError, Owner};
+use tether::openflow::{Category, Flow, OfError, Owner};
 use tether::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 
 pub const FAIL_ENV: &str = "TETHER_EN_AGENT_FAIL";
@@ -55,7 +56,7 @@ pub struct FaultyBridge<B> {
     pub stop_vswitchd: Option<std::path::PathBuf>,
 }
 
-impl<B: OvsBridge> FaultyBridge<B> {
+impl<B: Bridge> FaultyBridge<B> {
     /// Stop ovs-vswitchd now and let it go on after [`STOP_FOR`], from another thread:
     /// the delete about to be sent is committed by ovsdb-server but not applied.
     fn stall(&self) {
@@ -76,7 +77,7 @@ impl<B: OvsBridge> FaultyBridge<B> {
     }
 }
 
-impl<B: OvsBridge> OvsBridge for FaultyBridge<B> {
+impl<B: Bridge> Bridge for FaultyBridge<B> {
     fn interfaces(&self) -> Arc<Interfaces> {
         self.inner.interfaces()
     }

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::config::check::Finding;
 use crate::hostnet::Manager;
 use crate::netlink::{Link, Links, uplink_name};
-use crate::ovsdb::{Client, Condition, Datum, Op, bridge::FLOW_RESTORE_WAIT};
+use crate::ovsdb::{Client, Condition, Datum, Op, bridgedb::FLOW_RESTORE_WAIT};
 
 /// What the `Open_vSwitch` row and ovs-vswitchd say.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

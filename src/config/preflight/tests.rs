@@ -221,7 +221,7 @@ fn check_run_on_this_host_fails_the_kernel_datapath() {
         ovs_rundir: dir.join("no-ovs"),
         bridge: "br-int".into(),
         datapath_type: "system".into(),
-        source: crate::config::Source::Manifests(dir.join("no-manifests")),
+        source: crate::config::Input::Manifests(dir.join("no-manifests")),
         external_node_namespace: "default".into(),
         state_socket: dir.join("run/tether.sock"),
         policy_bypass_rules: vec![],

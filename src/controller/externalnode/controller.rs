@@ -12,20 +12,16 @@ use super::identity;
 use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
 #[cfg(feature = "test-hooks")]
 use super::types::CRASH_ENV;
-use super::types::{
-    Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
-    host_external_ids,
-};
+use super::types::{EnConfig, EnError, EnStatus, external_entity_name, host_external_ids};
 use super::verdict::{self, OvsPort};
-use crate::controller::bridge::OvsBridge;
 use crate::controller::interfaces::{Interface, Role};
-use crate::hostnet::{HostNetwork, NoHostNetwork};
+use crate::controller::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork, VswitchdDatapath};
 use crate::k8s::Stores;
 use crate::netlink::{
     Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, plan_sysctls,
     read_sysctls, uplink_name,
 };
-use crate::openflow::{Category, Flows, Owner};
+use crate::openflow::{Category, Owner};
 use crate::ovsdb::unixctl;
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 use crate::pipeline::externalnode::{bypass_flows, uplink_pair_flows};
@@ -49,7 +45,7 @@ struct Made {
 pub struct EnController {
     cfg: EnConfig,
     stores: Stores,
-    bridge: Arc<dyn OvsBridge>,
+    bridge: Arc<dyn Bridge>,
     flows: Arc<dyn Flows>,
     links: Arc<dyn Links + Send + Sync>,
     datapath: Arc<dyn Datapath>,
@@ -122,7 +118,7 @@ impl EnController {
     pub fn new(
         cfg: EnConfig,
         stores: Stores,
-        bridge: Arc<dyn OvsBridge>,
+        bridge: Arc<dyn Bridge>,
         flows: Arc<dyn Flows>,
         links: Arc<dyn Links + Send + Sync>,
     ) -> EnController {
@@ -168,8 +164,9 @@ impl EnController {
         lock(&self.status).clone()
     }
 
-    /// At start, before the first sync: finish or roll back whatever step a crash
-    /// interrupted, install the bypass flows, and report what OVSDB says is attached.
+    /// Finish or roll back whatever step a crash interrupted, install the bypass flows,
+    /// and report what OVSDB says is attached. The daemon gets this from its first
+    /// `sync` (queued at start); tools and tests call it alone.
     pub fn recover(&self) -> Result<(), EnError> {
         let _g = lock(&self.serial);
         let mut errors = Vec::new();
@@ -195,19 +192,24 @@ impl EnController {
 
     /// Re-install the uplink and bypass flows with freshly read ofports (after an OpenFlow
     /// reconnect: a restarted ovs-vswitchd has no flows and may have renumbered ports).
+    /// The daemon gets the same from `sync` (queued after every reconnect); tools and
+    /// tests call it alone.
     pub fn replay(&self) -> Result<(), EnError> {
         let _g = lock(&self.serial);
-        let mut errors = Vec::new();
-        for a in self.attached() {
-            if let Err(e) = self.install_pair(&a.nic, &a.uplink) {
-                errors.push(e);
-            }
-        }
-        if let Err(e) = self.install_bypass() {
-            errors.push(e);
-        }
+        let r = self.keep_pairs();
+        let bypass = self.install_bypass();
         self.refresh_status();
-        self.finish(many(errors))
+        self.finish(many(r.err().into_iter().chain(bypass.err()).collect()))
+    }
+
+    /// The uplink flows of every NIC OVSDB says is attached, with fresh ofports.
+    fn keep_pairs(&self) -> Result<(), EnError> {
+        let errors = self
+            .attached()
+            .iter()
+            .filter_map(|a| self.install_pair(&a.nic, &a.uplink).err())
+            .collect();
+        many(errors)
     }
 
     fn finish(&self, r: Result<(), EnError>) -> Result<(), EnError> {
@@ -276,11 +278,24 @@ impl EnController {
         }
     }
 
+    /// Recovery first (a recorded step a crash or a failure left), then: before the first
+    /// list, keep what OVSDB says is attached forwarding (its flows, with fresh ofports);
+    /// after it, reconcile with the store. The bypass flows need no ExternalNode.
     fn sync_locked(&self) -> Result<(), EnError> {
-        self.finish_recorded()?;
-        if !self.stores.external_nodes.has_synced() {
-            return Ok(());
-        }
+        let r = self.finish_recorded().and_then(|()| {
+            if self.stores.external_nodes.has_synced() {
+                self.reconcile()
+            } else {
+                self.keep_pairs()
+            }
+        });
+        let bypass = self.install_bypass();
+        many(r.err().into_iter().chain(bypass.err()).collect())
+    }
+
+    /// Make the host match this node's ExternalNode in the store (absent: restore every
+    /// attached NIC).
+    fn reconcile(&self) -> Result<(), EnError> {
         let attached = self.attached();
         let key = self.key();
         let Some(en) = self.stores.external_nodes.get(&key) else {
@@ -363,9 +378,6 @@ impl EnController {
             if let Err(e) = self.restore(a) {
                 errors.push(e);
             }
-        }
-        if let Err(e) = self.install_bypass() {
-            errors.push(e);
         }
         many(errors)
     }

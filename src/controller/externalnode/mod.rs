@@ -7,7 +7,7 @@
 //! rename to the uplink name → uplink + host ports → move sysctls, addresses and routes →
 //! check the host port's identity (`identity`) → uplink flows), re-labelling, moving to another NIC, the exact restore, policy-bypass flows, and
 //! the step record that makes all of it crash-safe (`record`). Does not own: the sockets
-//! (it programs through [`OvsBridge`], [`Flows`], [`Links`] and [`Datapath`]), the watch
+//! (it programs through [`Bridge`], [`Flows`], [`Links`] and [`Datapath`]), the watch
 //! (the stores), or when to sync (the daemon's work queue: one key, level-triggered).
 //!
 //! ```text
@@ -29,8 +29,9 @@
 //! reconnect. The pipeline's base flows must be installed: the uplink pair continues to
 //! `TrafficControl` and leaves through `Output`.
 //!
-//! [`OvsBridge`]: crate::controller::bridge::OvsBridge
-//! [`Flows`]: crate::openflow::Flows
+//! [`Bridge`]: crate::controller::Bridge
+//! [`Flows`]: crate::controller::Flows
+//! [`Datapath`]: crate::controller::Datapath
 //! [`Links`]: crate::netlink::Links
 
 mod controller;
@@ -44,10 +45,7 @@ pub use crate::pipeline::externalnode::{
 };
 pub use controller::EnController;
 pub use record::{Hint, Phase, RECORD_KEY, Record, Step};
-pub use types::{
-    CRASH_ENV, Datapath, EnConfig, EnError, EnStatus, VswitchdDatapath, external_entity_name,
-    host_external_ids,
-};
+pub use types::{CRASH_ENV, EnConfig, EnError, EnStatus, external_entity_name, host_external_ids};
 
 #[cfg(test)]
 mod tests;

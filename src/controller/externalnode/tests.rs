@@ -14,17 +14,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::controller::bridge::OvsBridge;
-use crate::controller::fake::{FakeBridge, FakeFlows};
+use crate::controller::Flows;
 use crate::controller::interfaces::Interfaces;
+use crate::controller::{Bridge, Datapath};
 use crate::k8s::{ExternalNode, ExternalNodeSpec, NetworkInterface, ObjectMeta, Stores};
 use crate::netlink::{
     Addr, Call, FakeLinks, Link, LinkError, Links, Prefix, Route, RouteProtocol, Scope,
 };
 use crate::netlink::{DevSysctl, LinkFlags};
-use crate::openflow::{Category, Flow, Flows, OfError, Owner};
+use crate::openflow::{Category, Flow, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 use crate::pipeline::externalnode::uplink_pair_flows;
+use crate::testing::{FakeBridge, FakeFlows};
 
 const MAC1: [u8; 6] = [2, 0, 0, 0, 1, 0x10];
 const MAC2: [u8; 6] = [2, 0, 0, 0, 1, 0x20];
@@ -57,7 +58,7 @@ struct Sim {
     crash_write: Mutex<Option<(usize, Crash)>>,
 }
 
-impl OvsBridge for Sim {
+impl Bridge for Sim {
     fn interfaces(&self) -> Arc<Interfaces> {
         self.bridge.interfaces()
     }

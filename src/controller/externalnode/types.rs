@@ -12,7 +12,6 @@ use sha1::{Digest, Sha1};
 use super::record::RECORD_KEY;
 use crate::netlink::{ApplyError, LinkError, StepError};
 use crate::openflow::OfError;
-use crate::ovsdb::unixctl::{self, Unixctl};
 use crate::ovsdb::{OvsdbError, Uuid};
 use crate::pipeline::externalnode::PolicyBypassRule;
 
@@ -46,25 +45,6 @@ impl Default for EnConfig {
             ovs_rundir: PathBuf::from("/var/run/openvswitch"),
             datapath_type: "system".into(),
         }
-    }
-}
-
-/// The one thing the controller needs from ovs-vswitchd beyond OVSDB and OpenFlow.
-pub trait Datapath: Send + Sync {
-    /// Remove `name` from the datapath if it outlived its OVSDB port; Ok(true) if removed.
-    fn delete_interface(&self, name: &str) -> Result<bool, String>;
-}
-
-/// [`Datapath`] through ovs-vswitchd's control socket (`dpctl/show`, `dpctl/del-if`).
-pub struct VswitchdDatapath {
-    pub rundir: PathBuf,
-    pub datapath: String,
-}
-
-impl Datapath for VswitchdDatapath {
-    fn delete_interface(&self, name: &str) -> Result<bool, String> {
-        let ctl = Unixctl::for_daemon(&self.rundir, "ovs-vswitchd").map_err(|e| e.to_string())?;
-        unixctl::delete_dp_interface(&ctl, &self.datapath, name).map_err(|e| e.to_string())
     }
 }
 

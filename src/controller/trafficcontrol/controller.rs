@@ -4,17 +4,18 @@
 //! ports nobody references any more. The controller keeps only what it installed
 //! (per TC: ports, owner) and errors for status; the truth is the stores and OVSDB.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::device;
 use super::ports::{port_name, port_spec, tunnel_identity};
 use super::select;
-use crate::controller::bridge::OvsBridge;
+use crate::controller::Bridge;
+use crate::controller::Flows;
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::k8s::{Action, Direction, Stores, TcPort, TrafficControl, ValidationError};
 use crate::netlink::{LinkError, Links};
-use crate::openflow::{Category, Flows, OfError, Owner};
+use crate::openflow::{Category, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortKind};
 use crate::pipeline::{self, TcAction, TcDirection};
 
@@ -145,7 +146,7 @@ impl State {
 
 pub struct TcController {
     stores: Stores,
-    bridge: Arc<dyn OvsBridge>,
+    bridge: Arc<dyn Bridge>,
     flows: Arc<dyn Flows>,
     /// Read only: whether a `device` target is a link the host uses (`device`).
     links: Arc<dyn Links + Send + Sync>,
@@ -176,7 +177,7 @@ fn action(a: Action) -> TcAction {
 impl TcController {
     pub fn new(
         stores: Stores,
-        bridge: Arc<dyn OvsBridge>,
+        bridge: Arc<dyn Bridge>,
         flows: Arc<dyn Flows>,
         links: Arc<dyn Links + Send + Sync>,
     ) -> TcController {
@@ -607,81 +608,9 @@ impl TcController {
         v
     }
 
-    /// TCs to resync when a Pod changed (every TC selecting it before or after).
-    pub fn keys_for_pod(
-        &self,
-        namespace: &str,
-        old: Option<&crate::k8s::Labels>,
-        new: Option<&crate::k8s::Labels>,
-    ) -> BTreeSet<String> {
-        let ns = self
-            .stores
-            .namespaces
-            .get(namespace)
-            .map(|n| n.metadata.labels.clone())
-            .unwrap_or_default();
-        self.stores.traffic_controls.affected_by_pod(&ns, old, new)
-    }
-
-    /// TCs to resync when a Namespace's labels changed.
-    pub fn keys_for_namespace(
-        &self,
-        old: Option<&crate::k8s::Labels>,
-        new: Option<&crate::k8s::Labels>,
-    ) -> BTreeSet<String> {
-        self.stores.traffic_controls.affected_by_namespace(old, new)
-    }
-
-    /// TCs to resync when TC `name` changed: itself, and every TC that shares a Pod with
-    /// its old or new selection (their effective sets may move).
-    pub fn keys_for_tc(
-        &self,
-        old: Option<&TrafficControl>,
-        new: Option<&TrafficControl>,
-    ) -> BTreeSet<String> {
-        // A TC refused for a tunnel clash may be fine once another TC changed or went.
-        let mut keys = lock(&self.state).clashing.clone();
-        for tc in old.iter().chain(new.iter()) {
-            keys.insert(tc.metadata.name.clone());
-            let Ok(spec) = &tc.spec else { continue };
-            for pod in select::selected_pods(spec, &self.stores.pods, &self.stores.namespaces) {
-                keys.extend(self.keys_for_pod(
-                    &pod.metadata.namespace,
-                    None,
-                    Some(&pod.metadata.labels),
-                ));
-            }
-        }
-        keys
-    }
-
-    /// TCs to resync after the bridge's ports changed: those selecting a Pod whose port
-    /// appeared, went, or changed ofport.
-    pub fn keys_for_ports(&self, old: &Interfaces, new: &Interfaces) -> BTreeSet<String> {
-        let pod_ports = |s: &Interfaces| -> BTreeMap<String, Option<u32>> {
-            s.iter()
-                .filter_map(|i| match &i.role {
-                    Role::Pod { namespace, name } => {
-                        Some((format!("{namespace}/{name}"), i.ofport()))
-                    }
-                    _ => None,
-                })
-                .collect()
-        };
-        let (a, b) = (pod_ports(old), pod_ports(new));
-        let mut keys = BTreeSet::new();
-        for k in a.keys().chain(b.keys()) {
-            if a.get(k) == b.get(k) {
-                continue;
-            }
-            if let Some(pod) = self.stores.pods.get(k) {
-                keys.extend(self.keys_for_pod(
-                    &pod.metadata.namespace,
-                    None,
-                    Some(&pod.metadata.labels),
-                ));
-            }
-        }
-        keys
+    /// TCs refused for a tunnel clash with another TC (`route` resyncs them with every
+    /// TC change: the other one may have gone).
+    pub fn clashing(&self) -> BTreeSet<String> {
+        lock(&self.state).clashing.clone()
     }
 }

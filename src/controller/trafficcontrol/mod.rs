@@ -1,6 +1,6 @@
 //! The TrafficControl controller (Antrea `pkg/agent/controller/trafficcontrol`, with the
 //! fixes of DESIGN §6): `ports` (names and OVSDB rows), `select` (selection and the
-//! effective rule), `controller` (sync per TC through the `OvsBridge` and `Flows` traits).
+//! effective rule), `controller` (sync per TC through the `Bridge` and `Flows` traits).
 
 mod controller;
 pub mod device;

@@ -67,7 +67,7 @@ pub fn is_effective(
 ) -> bool {
     let ns = namespace_labels(namespaces, &pod.metadata.namespace);
     let mine = precedence(tc);
-    tcs.affected_by_pod(&ns, None, Some(&pod.metadata.labels))
+    tcs.selecting_pod(&ns, &pod.metadata.labels)
         .into_iter()
         .filter(|k| *k != tc.metadata.name)
         .filter_map(|k| tcs.get(&k))

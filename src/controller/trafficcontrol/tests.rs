@@ -7,12 +7,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::controller::bridge::OvsBridge;
-use crate::controller::fake::{FakeBridge, FakeFlows};
+use crate::controller::Bridge;
+use crate::controller::route;
 use crate::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
 use crate::netlink::FakeLinks;
 use crate::openflow::{Flow, OfError};
 use crate::pipeline::{self, TcAction, TcDirection};
+use crate::testing::{FakeBridge, FakeFlows};
 
 struct Env {
     stores: Stores,
@@ -430,7 +431,7 @@ fn pod_port_appearing_later_is_picked_up() {
     assert!(e.marks("tc1").is_empty(), "no port yet, no flows");
     let before = e.bridge.interfaces();
     let p = e.bridge.add_pod_port("ns1", "late");
-    let keys = e.c.keys_for_ports(&before, &e.bridge.interfaces());
+    let keys = route::tcs_for_ports(&e.stores, &before, &e.bridge.interfaces());
     assert_eq!(
         keys.into_iter().collect::<Vec<_>>(),
         vec!["tc1".to_string()]
@@ -484,7 +485,8 @@ fn pod_label_moves_between_tcs_effective_and_alternative() {
     // pa moves from app=a to app=b: tc1 loses it, tc2 (effective) gains it.
     let old = e.stores.pods.get("ns1/pa").unwrap().metadata.labels.clone();
     e.stores.pods.apply(pod("ns1", "pa", json!({"app": "b"})));
-    let keys = e.c.keys_for_pod(
+    let keys = route::tcs_for_pod(
+        &e.stores,
         "ns1",
         Some(&old),
         Some(&e.stores.pods.get("ns1/pa").unwrap().metadata.labels),
@@ -551,10 +553,7 @@ fn namespace_label_move() {
         .metadata
         .labels
         .clone();
-    assert!(
-        e.c.keys_for_namespace(Some(&old), Some(&new))
-            .contains("tc1")
-    );
+    assert!(route::tcs_for_namespace(&e.stores, Some(&old), Some(&new)).contains("tc1"));
     e.c.sync("tc1").unwrap();
     let mut ports = vec![a, e.ofport("pb-veth")];
     ports.sort();
@@ -573,8 +572,7 @@ fn pod_delete_removes_its_flows() {
     e.c.sync("tc1").unwrap();
     assert_eq!(e.marks("tc1").len(), 2);
     let gone = e.stores.pods.delete("ns1/pa").unwrap();
-    let keys =
-        e.c.keys_for_pod("ns1", Some(&gone.object().metadata.labels), None);
+    let keys = route::tcs_for_pod(&e.stores, "ns1", Some(&gone.object().metadata.labels), None);
     assert!(keys.contains("tc1"));
     e.c.sync("tc1").unwrap();
     assert!(e.marks("tc1").is_empty());
@@ -941,7 +939,7 @@ fn clashing_tunnels_refuse_the_later_tc() {
     assert_eq!(e.bridge.names(), first, "no port created");
     // The earlier TC going makes the later one worth another try.
     let gone = e.stores.traffic_controls.get("mirror-v1").unwrap();
-    assert!(e.c.keys_for_tc(Some(&gone), None).contains("mirror-v2"));
+    assert!(route::tcs_for_tc(&e.stores, &e.c.clashing(), Some(&gone), None).contains("mirror-v2"));
     e.stores.traffic_controls.delete("mirror-v1");
     e.c.sync("mirror-v1").unwrap();
     e.c.sync("mirror-v2").unwrap();

@@ -106,39 +106,54 @@ fn tc_index_maps_pod_and_namespace_events() {
     let ns_a = labels(&[("team", "a")]);
     let ns_b = labels(&[("team", "b")]);
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    // What a Pod event affects: the TCs selecting it before or after.
+    let affected_by_pod = |ns: &Labels, old: Option<&Labels>, new: Option<&Labels>| {
+        let mut out = BTreeSet::new();
+        for l in old.into_iter().chain(new) {
+            out.extend(s.selecting_pod(ns, l));
+        }
+        out
+    };
+    let affected_by_namespace = |old: Option<&Labels>, new: Option<&Labels>| {
+        let mut out = BTreeSet::new();
+        for l in old.into_iter().chain(new) {
+            out.extend(s.selecting_namespace(l));
+        }
+        out
+    };
 
     let web = labels(&[("app", "web"), ("env", "prod")]);
-    assert_eq!(s.affected_by_pod(&ns_b, None, Some(&web)), set(&["by-app"]));
+    assert_eq!(affected_by_pod(&ns_b, None, Some(&web)), set(&["by-app"]));
     assert_eq!(
-        s.affected_by_pod(&ns_a, Some(&web), None),
+        affected_by_pod(&ns_a, Some(&web), None),
         set(&["by-app", "ns-team"])
     );
     let plain = labels(&[]);
     assert_eq!(
-        s.affected_by_pod(&ns_b, None, Some(&plain)),
+        affected_by_pod(&ns_b, None, Some(&plain)),
         set(&["not-prod"])
     );
     // A label change moves the Pod from one TC to another: both are affected.
     let tiered = labels(&[("tier", "1"), ("env", "prod")]);
     assert_eq!(
-        s.affected_by_pod(&ns_b, Some(&web), Some(&tiered)),
+        affected_by_pod(&ns_b, Some(&web), Some(&tiered)),
         set(&["by-app", "by-tier"])
     );
 
     assert_eq!(
-        s.affected_by_namespace(Some(&ns_b), Some(&ns_a)),
+        affected_by_namespace(Some(&ns_b), Some(&ns_a)),
         set(&["ns-team"])
     );
-    assert_eq!(s.affected_by_namespace(Some(&ns_b), None), set(&[]));
+    assert_eq!(affected_by_namespace(Some(&ns_b), None), set(&[]));
 
     // Updating a TC re-files it; deleting unfiles it.
     s.apply(tc(
         "by-app",
         json!({"podSelector": {"matchLabels": {"role": "db"}}}),
     ));
-    assert_eq!(s.affected_by_pod(&ns_b, None, Some(&web)), set(&[]));
+    assert_eq!(affected_by_pod(&ns_b, None, Some(&web)), set(&[]));
     s.delete("not-prod");
-    assert_eq!(s.affected_by_pod(&ns_b, None, Some(&plain)), set(&[]));
+    assert_eq!(affected_by_pod(&ns_b, None, Some(&plain)), set(&[]));
     let g = s.read();
     assert!(
         !g.index.pods.by_key.contains_key("app"),

@@ -266,7 +266,7 @@ fn bridge_settings(name: &str, datapath_type: &str) -> Row {
 }
 
 /// For an existing bridge: the same settings but the datapath type (never changed: see
-/// [`Bridge::ensure`]), and a datapath-id only if none is pinned (map `insert` keeps an
+/// [`BridgeDb::ensure`]), and a datapath-id only if none is pinned (map `insert` keeps an
 /// existing key).
 pub fn update_bridge_ops(uuid: &Uuid, name: &str, dpid: &str) -> Vec<Op> {
     vec![
@@ -340,20 +340,20 @@ pub fn random_dpid() -> String {
 
 /// A handle on one bridge through a shared [`Client`].
 #[derive(Clone)]
-pub struct Bridge {
+pub struct BridgeDb {
     client: Arc<Client>,
     name: String,
     uuid: Uuid,
 }
 
-impl Bridge {
+impl BridgeDb {
     /// Create the bridge or bring an existing one to tether's settings, then wait (≤ 5 s)
     /// until vswitchd has given it a datapath_id.
     pub fn ensure(
         client: Arc<Client>,
         name: &str,
         datapath_type: &str,
-    ) -> Result<Bridge, OvsdbError> {
+    ) -> Result<BridgeDb, OvsdbError> {
         let existing = select_bridge(&client, name)?;
         let uuid = match existing {
             Some(found) => {
@@ -400,7 +400,7 @@ impl Bridge {
             },
             e => e,
         })?;
-        Ok(Bridge {
+        Ok(BridgeDb {
             client,
             name: name.to_string(),
             uuid,
@@ -513,38 +513,37 @@ impl Bridge {
     /// The interface's ofport, waiting up to 5 s for OVS to assign one. ofport -1 is
     /// `PortFailed` with OVS's error text (e.g. a missing device).
     pub fn get_ofport(&self, ifname: &str) -> Result<u32, OvsdbError> {
-        let r = self
-            .client
-            .transact(&ofport_ops(ifname, PORT_WAIT))
-            .map_err(|e| match e {
-                OvsdbError::TxnFailed { op: 0, error, .. } if error == "timed out" => {
-                    OvsdbError::Timeout {
-                        method: format!("ofport of {ifname}"),
-                        ms: 5000,
-                    }
-                }
-                e => e,
-            })?;
-        let row = r
-            .get(1)
-            .and_then(|r| r.rows.first())
-            .ok_or_else(|| OvsdbError::NotFound {
-                table: "Interface".into(),
-                name: ifname.into(),
-            })?;
-        let ofport = row.get("ofport").and_then(Datum::as_int).unwrap_or(0);
-        if ofport > 0 {
-            return u32::try_from(ofport)
-                .map_err(|_| OvsdbError::Datum(format!("ofport {ofport} of {ifname}")));
-        }
-        Err(OvsdbError::PortFailed {
+        let mut v = self.get_ofports(&[ifname.to_string()])?;
+        v.pop().ok_or_else(|| OvsdbError::NotFound {
+            table: "Interface".into(),
             name: ifname.into(),
-            error: row
-                .get("error")
-                .and_then(Datum::as_str)
-                .unwrap_or("no error reported")
-                .to_string(),
         })
+    }
+
+    /// [`BridgeDb::get_ofport`] for several interfaces in ONE transaction (a wait and a
+    /// select per name), in the order of `ifnames`.
+    pub fn get_ofports(&self, ifnames: &[String]) -> Result<Vec<u32>, OvsdbError> {
+        let ops: Vec<Op> = ifnames
+            .iter()
+            .flat_map(|n| ofport_ops(n, PORT_WAIT))
+            .collect();
+        let r = self.client.transact(&ops).map_err(|e| match e {
+            OvsdbError::TxnFailed { op, error, .. } if op % 2 == 0 && error == "timed out" => {
+                OvsdbError::Timeout {
+                    method: format!(
+                        "ofport of {}",
+                        ifnames.get(op / 2).map_or("?", String::as_str)
+                    ),
+                    ms: 5000,
+                }
+            }
+            e => e,
+        })?;
+        ifnames
+            .iter()
+            .enumerate()
+            .map(|(i, name)| ofport_of(r.get(i * 2 + 1).and_then(|r| r.rows.first()), name))
+            .collect()
     }
 
     /// Replace a Port's whole external_ids map (Antrea's `SetPortExternalIDs`).
@@ -688,7 +687,7 @@ pub fn normalized_datapath(t: &str) -> &str {
     if t.is_empty() { "system" } else { t }
 }
 
-/// What [`Bridge::ensure`] needs of an existing bridge row.
+/// What [`BridgeDb::ensure`] needs of an existing bridge row.
 struct Existing {
     uuid: Uuid,
     datapath_id: Option<String>,
@@ -713,6 +712,28 @@ fn select_bridge(client: &Client, name: &str) -> Result<Option<Existing>, OvsdbE
             datapath_type: opt_str(row, "datapath_type").unwrap_or_default(),
         })
     }))
+}
+
+/// The ofport of an Interface row selected by [`ofport_ops`]; its `error` when OVS could
+/// not assign one.
+fn ofport_of(row: Option<&Row>, ifname: &str) -> Result<u32, OvsdbError> {
+    let row = row.ok_or_else(|| OvsdbError::NotFound {
+        table: "Interface".into(),
+        name: ifname.into(),
+    })?;
+    let ofport = row.get("ofport").and_then(Datum::as_int).unwrap_or(0);
+    if ofport > 0 {
+        return u32::try_from(ofport)
+            .map_err(|_| OvsdbError::Datum(format!("ofport {ofport} of {ifname}")));
+    }
+    Err(OvsdbError::PortFailed {
+        name: ifname.into(),
+        error: row
+            .get("error")
+            .and_then(Datum::as_str)
+            .unwrap_or("no error reported")
+            .to_string(),
+    })
 }
 
 fn opt_str(row: &Row, col: &str) -> Option<String> {

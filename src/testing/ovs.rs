@@ -1,11 +1,11 @@
-//! Recording fakes of the controllers' backends, for unit tests without root.
+//! Recording fakes of the controllers' OVSDB and OpenFlow traits, for tests without root.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use super::bridge::OvsBridge;
-use super::interfaces::Interfaces;
-use crate::openflow::{Flow, Flows, OfError, Owner};
+use crate::controller::interfaces::Interfaces;
+use crate::controller::{Bridge, Flows};
+use crate::openflow::{Flow, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortData, PortKind, PortSpec, Uuid};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -91,7 +91,7 @@ impl FakeBridge {
     }
 }
 
-impl OvsBridge for FakeBridge {
+impl Bridge for FakeBridge {
     fn interfaces(&self) -> std::sync::Arc<Interfaces> {
         std::sync::Arc::new(Interfaces::new(lock(&self.ports).clone()))
     }

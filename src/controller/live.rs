@@ -1,0 +1,159 @@
+//! The production adapters of the controllers' traits ([`super::traits`]): OVSDB through
+//! [`LiveBridge`], OpenFlow through [`OfFlows`], ovs-vswitchd's control socket through
+//! [`VswitchdDatapath`], systemd-networkd through [`Networkd`]. Each only delegates; the
+//! protocols live in their own modules.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::interfaces::Interfaces;
+use super::traits::{Bridge, Datapath, Flows, HostNetwork};
+use crate::hostnet::{HostNetError, Networkd};
+use crate::openflow::{Flow, OfError, OfFlows, Owner};
+use crate::ovsdb::{self, BridgeDb, OvsdbError, PortSpec, Uuid};
+
+/// The daemon's bridge: [`BridgeDb`] plus an interface store rebuilt only when the OVSDB
+/// replica changed (every TC sync reads it; at 5,000 ports a rebuild per read would
+/// dominate a cold start).
+pub struct LiveBridge {
+    db: BridgeDb,
+    cache: Mutex<Option<(u64, Arc<Interfaces>)>>,
+}
+
+impl LiveBridge {
+    pub fn new(db: BridgeDb) -> LiveBridge {
+        LiveBridge {
+            db,
+            cache: Mutex::new(None),
+        }
+    }
+
+    pub fn db(&self) -> &BridgeDb {
+        &self.db
+    }
+}
+
+impl Bridge for LiveBridge {
+    fn interfaces(&self) -> Arc<Interfaces> {
+        // Read the generation first: a change racing the rebuild only causes a rebuild later.
+        let generation = self.db.client().generation();
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, ifs)) = c.as_ref() {
+            if *g == generation {
+                return ifs.clone();
+            }
+        }
+        let ifs = Arc::new(Interfaces::new(self.db.list_ports()));
+        *c = Some((generation, ifs.clone()));
+        ifs
+    }
+
+    fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        self.db.create_port(spec)
+    }
+
+    fn create_ports(&self, specs: &[PortSpec]) -> Result<Vec<Uuid>, OvsdbError> {
+        self.db.create_ports(specs, false)
+    }
+
+    fn ofport(&self, name: &str) -> Result<u32, OvsdbError> {
+        self.db.get_ofport(name)
+    }
+
+    fn ofports(&self, names: &[String]) -> Result<Vec<u32>, OvsdbError> {
+        self.db.get_ofports(names)
+    }
+
+    fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
+        self.db.delete_ports(ports)
+    }
+
+    fn delete_ports_applied(&self, ports: &[Uuid], within: Duration) -> Result<(), OvsdbError> {
+        self.db.delete_ports_applied(ports, within)
+    }
+
+    fn set_port_external_ids(
+        &self,
+        port: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        self.db.set_port_external_ids(port, ids)
+    }
+
+    fn set_interface_options(
+        &self,
+        name: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        self.db.set_interface_options(name, options)
+    }
+
+    fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
+        self.db.external_id(key)
+    }
+
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        self.db.set_bridge_external_id(key, value)
+    }
+}
+
+impl Flows for OfFlows {
+    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+        OfFlows::apply(self, owner, flows)
+    }
+    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+        OfFlows::apply_many(self, sets)
+    }
+    fn remove(&self, owner: Owner) -> Result<(), OfError> {
+        OfFlows::remove(self, owner)
+    }
+    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
+        OfFlows::set_no_flood(self, ofport, on)
+    }
+    fn set_no_flood_many(&self, ofports: &[u32], on: bool) -> Result<(), OfError> {
+        OfFlows::set_no_flood_many(self, ofports, on)
+    }
+    fn delete_round(&self, round: u16) -> Result<(), OfError> {
+        OfFlows::delete_round(self, round)
+    }
+    fn replace_round(
+        &self,
+        sets: Vec<(Owner, Vec<Flow>)>,
+        round: u16,
+    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+        OfFlows::replace_round(self, sets, round)
+    }
+}
+
+/// [`Datapath`] through ovs-vswitchd's control socket (`dpctl/show`, `dpctl/del-if`).
+pub struct VswitchdDatapath {
+    pub rundir: PathBuf,
+    pub datapath: String,
+}
+
+impl Datapath for VswitchdDatapath {
+    fn delete_interface(&self, name: &str) -> Result<bool, String> {
+        let ctl = ovsdb::unixctl::Unixctl::for_daemon(&self.rundir, "ovs-vswitchd")
+            .map_err(|e| e.to_string())?;
+        ovsdb::unixctl::delete_dp_interface(&ctl, &self.datapath, name).map_err(|e| e.to_string())
+    }
+}
+
+impl HostNetwork for Networkd {
+    fn before_takeover(
+        &self,
+        nic: &str,
+        ifindex: u32,
+        uplink: &str,
+    ) -> Result<Option<String>, HostNetError> {
+        Networkd::before_takeover(self, nic, ifindex, uplink)
+    }
+    fn attached(&self, nic: &str, uplink: &str) -> Result<(), HostNetError> {
+        Networkd::attached(self, nic, uplink)
+    }
+    fn released(&self, nic: &str) -> Result<(), HostNetError> {
+        Networkd::released(self, nic)
+    }
+}

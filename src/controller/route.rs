@@ -1,0 +1,165 @@
+//! Event → work keys: the one place that decides which syncs an event makes necessary.
+//! Pure over the stores and the interface store, so every mapping is table-tested
+//! (`route/tests.rs`). Over-approximating is safe (a sync of an unaffected key changes
+//! nothing); missing a key is a bug, since nothing else would resync that object.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Key;
+use super::interfaces::{Interfaces, Role};
+use super::l2::l2_flows;
+use super::trafficcontrol::select;
+use crate::k8s::{Change, KubeEvent, Labels, Stores, TrafficControl};
+
+/// What happened.
+#[derive(Clone, Copy, Debug)]
+pub enum Trigger<'a> {
+    /// A watched object changed (`Synced` maps to nothing: start-up counts those).
+    Kube(&'a KubeEvent),
+    /// The bridge's ports changed between two interface-store snapshots.
+    Ports {
+        old: &'a Interfaces,
+        new: &'a Interfaces,
+    },
+    /// Everything: the first full sync, and an OpenFlow reconnect (a restarted switch may
+    /// have renumbered every port).
+    All,
+}
+
+/// The keys `trigger` makes necessary. `clashing` are the TCs refused for a tunnel clash
+/// with another TC: any TC change may resolve it, so they are resynced with every one.
+pub fn route(trigger: Trigger<'_>, stores: &Stores, clashing: &BTreeSet<String>) -> BTreeSet<Key> {
+    let tcs = |names: BTreeSet<String>| names.into_iter().map(Key::Tc).collect();
+    match trigger {
+        Trigger::Kube(ev) => match ev {
+            KubeEvent::Synced(_) => BTreeSet::new(),
+            KubeEvent::ExternalNode(_) => BTreeSet::from([Key::En]),
+            KubeEvent::Pod(c) => {
+                let ns = &c.object().metadata.namespace;
+                let (old, new) = labels(c, |p| &p.metadata.labels);
+                tcs(tcs_for_pod(stores, ns, old, new))
+            }
+            KubeEvent::Namespace(c) => {
+                let (old, new) = labels(c, |n| &n.metadata.labels);
+                tcs(tcs_for_namespace(stores, old, new))
+            }
+            KubeEvent::TrafficControl(c) => {
+                let (old, new) = objects(c);
+                tcs(tcs_for_tc(stores, clashing, old, new))
+            }
+        },
+        Trigger::Ports { old, new } => {
+            let mut keys: BTreeSet<Key> = tcs(tcs_for_ports(stores, old, new));
+            if l2_flows(old) != l2_flows(new) {
+                keys.insert(Key::L2);
+            }
+            keys
+        }
+        Trigger::All => {
+            let mut keys: BTreeSet<Key> = tcs(stores.traffic_controls.keys());
+            keys.insert(Key::L2);
+            keys.insert(Key::En);
+            keys
+        }
+    }
+}
+
+/// The object before and after a change (`None` on the side where it does not exist).
+fn objects<T>(c: &Change<T>) -> (Option<&T>, Option<&T>) {
+    match c {
+        Change::Added(n) => (None, Some(n.as_ref())),
+        Change::Deleted(o) => (Some(o.as_ref()), None),
+        Change::Updated { old, new } => (Some(old.as_ref()), Some(new.as_ref())),
+    }
+}
+
+fn labels<T>(c: &Change<T>, f: impl Fn(&T) -> &Labels) -> (Option<&Labels>, Option<&Labels>) {
+    let (old, new) = objects(c);
+    (old.map(&f), new.map(&f))
+}
+
+/// TCs selecting a Pod of `namespace` with labels `old` (before) or `new` (after).
+pub fn tcs_for_pod(
+    stores: &Stores,
+    namespace: &str,
+    old: Option<&Labels>,
+    new: Option<&Labels>,
+) -> BTreeSet<String> {
+    let ns = stores
+        .namespaces
+        .get(namespace)
+        .map(|n| n.metadata.labels.clone())
+        .unwrap_or_default();
+    old.into_iter()
+        .chain(new)
+        .flat_map(|l| stores.traffic_controls.selecting_pod(&ns, l))
+        .collect()
+}
+
+/// TCs whose Namespace selector matched the Namespace before or after: their selected
+/// Pods may have changed.
+pub fn tcs_for_namespace(
+    stores: &Stores,
+    old: Option<&Labels>,
+    new: Option<&Labels>,
+) -> BTreeSet<String> {
+    old.into_iter()
+        .chain(new)
+        .flat_map(|l| stores.traffic_controls.selecting_namespace(l))
+        .collect()
+}
+
+/// A TC changed: itself, every TC sharing a Pod with its old or new selection (which of
+/// them is effective may move), and the clashing ones.
+pub fn tcs_for_tc(
+    stores: &Stores,
+    clashing: &BTreeSet<String>,
+    old: Option<&TrafficControl>,
+    new: Option<&TrafficControl>,
+) -> BTreeSet<String> {
+    let mut keys = clashing.clone();
+    for tc in old.into_iter().chain(new) {
+        keys.insert(tc.metadata.name.clone());
+        let Ok(spec) = &tc.spec else { continue };
+        for pod in select::selected_pods(spec, &stores.pods, &stores.namespaces) {
+            keys.extend(tcs_for_pod(
+                stores,
+                &pod.metadata.namespace,
+                None,
+                Some(&pod.metadata.labels),
+            ));
+        }
+    }
+    keys
+}
+
+/// TCs selecting a Pod whose port appeared, went, or changed ofport.
+pub fn tcs_for_ports(stores: &Stores, old: &Interfaces, new: &Interfaces) -> BTreeSet<String> {
+    let pod_ports = |s: &Interfaces| -> BTreeMap<String, Option<u32>> {
+        s.iter()
+            .filter_map(|i| match &i.role {
+                Role::Pod { namespace, name } => Some((format!("{namespace}/{name}"), i.ofport())),
+                _ => None,
+            })
+            .collect()
+    };
+    let (a, b) = (pod_ports(old), pod_ports(new));
+    let mut keys = BTreeSet::new();
+    for k in a.keys().chain(b.keys()) {
+        if a.get(k) == b.get(k) {
+            continue;
+        }
+        if let Some(pod) = stores.pods.get(k) {
+            keys.extend(tcs_for_pod(
+                stores,
+                &pod.metadata.namespace,
+                None,
+                Some(&pod.metadata.labels),
+            ));
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests;

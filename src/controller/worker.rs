@@ -1,0 +1,143 @@
+//! The sync workers: each takes a key off the shared queue, runs the key's controller,
+//! turns the result into a [`Verdict`] (logging a permanent error once while it stays the
+//! same), tells the queue whether to retry, and reports the sync as a [`Done`] to whoever
+//! listens (the daemon's start-up and its flow-restore-wait handling).
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use super::Key;
+use super::externalnode::EnController;
+use super::l2::L2Controller;
+use super::queue::{Outcome, WorkQueue};
+use super::trafficcontrol::TcController;
+use crate::heartbeat::Pulse;
+use crate::status::Metrics;
+
+/// How one sync ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Synced,
+    /// Failed; the queue retries it with backoff.
+    Retry,
+    /// Failed in a way only a change of the object can fix: not retried.
+    Skipped,
+}
+
+/// One finished sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Done {
+    pub key: Key,
+    pub verdict: Verdict,
+    pub started: Instant,
+}
+
+/// One controller per kind of key.
+pub struct Controllers {
+    pub tc: Arc<TcController>,
+    pub en: Arc<EnController>,
+    pub l2: L2Controller,
+}
+
+/// What the sync workers share.
+pub struct Workers {
+    queue: Arc<WorkQueue<Key>>,
+    controllers: Controllers,
+    metrics: Arc<Metrics>,
+    done: Sender<Done>,
+    /// The permanent error last logged per object (`tc=<name>`, `externalnode`), so
+    /// re-syncs of an unchanged invalid object (after a reconnect, say) do not log it again.
+    reported: Mutex<HashMap<String, String>>,
+}
+
+impl Workers {
+    pub fn new(
+        queue: Arc<WorkQueue<Key>>,
+        controllers: Controllers,
+        metrics: Arc<Metrics>,
+        done: Sender<Done>,
+    ) -> Workers {
+        Workers {
+            queue,
+            controllers,
+            metrics,
+            done,
+            reported: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One worker's loop, until the queue shuts down.
+    pub fn run(&self, pulse: &Pulse) {
+        loop {
+            pulse.idle();
+            let Some(key) = self.queue.get() else { break };
+            pulse.busy();
+            let started = Instant::now();
+            let verdict = self.sync(&key);
+            self.finish(key, verdict, started);
+        }
+    }
+
+    fn sync(&self, key: &Key) -> Verdict {
+        let c = &self.controllers;
+        match key {
+            Key::Tc(name) => {
+                let r = c.tc.sync(name);
+                let permanent = r.as_ref().is_err_and(|e| e.is_permanent());
+                self.report(&format!("tc={name}"), r, permanent)
+            }
+            Key::En => {
+                let r = c.en.sync();
+                let permanent = r.as_ref().is_err_and(|e| e.is_permanent());
+                self.report("externalnode", r, permanent)
+            }
+            Key::L2 => self.report("l2 forwarding flows", c.l2.sync(), false),
+        }
+    }
+
+    fn finish(&self, key: Key, verdict: Verdict, started: Instant) {
+        self.metrics
+            .record_sync(key.kind(), verdict == Verdict::Synced, started.elapsed());
+        let outcome = match verdict {
+            Verdict::Retry => Outcome::Failure,
+            Verdict::Synced | Verdict::Skipped => Outcome::Success,
+        };
+        self.queue.done(key.clone(), outcome);
+        // Nobody listening (stopping): nothing to tell.
+        let _ = self.done.send(Done {
+            key,
+            verdict,
+            started,
+        });
+    }
+
+    /// Log a sync's result. A permanent error is logged once while it stays the same.
+    fn report<E: Display>(&self, who: &str, result: Result<(), E>, permanent: bool) -> Verdict {
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(()) => {
+                reported.remove(who);
+                Verdict::Synced
+            }
+            Err(e) if permanent => {
+                let text = e.to_string();
+                if reported.get(who) == Some(&text) {
+                    log::debug!("{who} still skipped: {text}");
+                } else {
+                    log::warn!("{who} skipped until the object changes: {text}");
+                    reported.insert(who.to_string(), text);
+                }
+                Verdict::Skipped
+            }
+            Err(e) => {
+                reported.remove(who);
+                log::warn!("{who} sync failed (retrying with backoff): {e}");
+                Verdict::Retry
+            }
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The daemon's event loop: the one thread that turns what happens (Kubernetes events,
+//! OVSDB updates, OpenFlow reconnects, finished syncs, timers) into work keys — through
+//! `controller::route` — and into start-up's transitions ([`Startup`]). It calls no
+//! controller itself: every sync, including recovery and replay, is a queued key.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, never, select, tick};
+
+use super::Ovs;
+use super::startup::{Next, Startup};
+use crate::controller::deferred::DeferredFlows;
+use crate::controller::interfaces::Interfaces;
+use crate::controller::queue::WorkQueue;
+use crate::controller::route::{Trigger, route};
+use crate::controller::trafficcontrol::TcController;
+use crate::controller::worker::Done;
+use crate::controller::{Bridge, Key};
+use crate::heartbeat::Heartbeats;
+use crate::k8s::{Kind, KubeEvent, Source, Stores};
+use crate::ovsdb::{self, DbEvent};
+use crate::status::probe::Probe;
+use crate::{notify, status};
+
+/// What the loop reads from and drives.
+pub(super) struct Parts {
+    pub stop: Receiver<()>,
+    pub kube: Receiver<KubeEvent>,
+    pub done: Receiver<Done>,
+    pub stores: Stores,
+    pub bridge: Arc<dyn Bridge>,
+    pub tc: Arc<TcController>,
+    pub queue: Arc<WorkQueue<Key>>,
+    pub deferred: Arc<DeferredFlows>,
+    pub ovs: Ovs,
+    pub probe: Arc<Probe>,
+    pub source: Arc<Source>,
+    pub heartbeats: Arc<Heartbeats>,
+    pub ready: Box<dyn FnOnce() + Send>,
+}
+
+pub(super) struct EventLoop {
+    p: Parts,
+    startup: Startup,
+    ready: Option<Box<dyn FnOnce() + Send>>,
+    /// The interface store as last routed (port changes are diffs against it).
+    ifs: Arc<Interfaces>,
+    /// After an OpenFlow reconnect once ready: flow-restore-wait is cleared when the
+    /// ExternalNode's resync (fresh ofports) has ended.
+    restore_wait: bool,
+    reported_stuck: bool,
+    status_line: status::render::StatusLine,
+}
+
+impl EventLoop {
+    pub fn new(mut p: Parts) -> EventLoop {
+        let ready = Some(std::mem::replace(&mut p.ready, Box::new(|| {})));
+        EventLoop {
+            ifs: p.bridge.interfaces(),
+            p,
+            startup: Startup::new(&Kind::ALL),
+            ready,
+            restore_wait: false,
+            reported_stuck: false,
+            status_line: Default::default(),
+        }
+    }
+
+    /// Until `stop` fires or the source ends.
+    pub fn run(mut self) {
+        let ovs_events = self.p.ovs.client.events();
+        let reconnects = self.p.ovs.of.reconnects().clone();
+        // systemd's watchdog (WatchdogSec=): pinged from this loop, so a stuck loop is noticed.
+        let watchdog = notify::watchdog_from_env().map_or_else(never, tick);
+        // What `systemctl status` shows, refreshed when it changes (at most once a second;
+        // looked at every 2 s, and only under systemd: an idle daemon wakes no more).
+        let status_tick = if std::env::var_os("NOTIFY_SOCKET").is_some() {
+            tick(Duration::from_secs(2))
+        } else {
+            never()
+        };
+        let stop = self.p.stop.clone();
+        let (kube, done) = (self.p.kube.clone(), self.p.done.clone());
+        loop {
+            select! {
+                recv(stop) -> _ => break,
+                recv(watchdog) -> _ => self.watchdog(),
+                recv(status_tick) -> _ => self.status(),
+                recv(kube) -> ev => match ev {
+                    Ok(ev) => self.on_kube(&ev),
+                    Err(_) => {
+                        log::error!("the kubernetes source stopped");
+                        break;
+                    }
+                },
+                recv(ovs_events) -> first => {
+                    // Coalesce a burst of updates into one interface-store diff.
+                    let mut reconnected = matches!(first, Ok(DbEvent::Connected));
+                    while let Ok(ev) = ovs_events.try_recv() {
+                        reconnected |= ev == DbEvent::Connected;
+                    }
+                    self.on_ovsdb(reconnected);
+                },
+                recv(reconnects) -> generation => self.on_openflow(generation.unwrap_or(0)),
+                recv(done) -> d => if let Ok(d) = d { self.on_done(&d) },
+            }
+        }
+    }
+
+    fn queue(&self, keys: BTreeSet<Key>) {
+        for k in keys {
+            self.p.queue.add(k);
+        }
+    }
+
+    fn route(&self, trigger: Trigger<'_>) {
+        self.queue(route(trigger, &self.p.stores, &self.p.tc.clashing()));
+    }
+
+    fn on_kube(&mut self, ev: &KubeEvent) {
+        status::probe::observe(&self.p.probe.watches, ev, Instant::now());
+        if let KubeEvent::Synced(kind) = ev {
+            log::info!("initial {} list is in", kind.plural());
+            let (stores, clashing) = (&self.p.stores, self.p.tc.clashing());
+            let next = self.startup.listed(*kind, Instant::now(), || {
+                route(Trigger::All, stores, &clashing)
+            });
+            if let Next::QueueAll(keys) = next {
+                self.queue(keys);
+            }
+            return;
+        }
+        self.route(Trigger::Kube(ev));
+    }
+
+    fn on_ovsdb(&mut self, reconnected: bool) {
+        if reconnected {
+            // Syncs that failed while OVSDB was down would otherwise wait out their
+            // 5 s+ backoff; the connection they needed is back now.
+            let n = self.p.queue.retry_now();
+            if n > 0 {
+                log::info!("ovsdb connected: retrying {n} failed syncs now");
+            }
+        }
+        let now = self.p.bridge.interfaces();
+        self.route(Trigger::Ports {
+            old: &self.ifs,
+            new: &now,
+        });
+        self.ifs = now;
+    }
+
+    /// The OpenFlow connection came back and the backend has replayed every flow it
+    /// holds. A restarted switch may renumber ports: re-read them and resync everything.
+    fn on_openflow(&mut self, generation: u64) {
+        // Generation 1 is the first connection, not a reconnect.
+        if generation > 1 {
+            self.p
+                .probe
+                .metrics
+                .openflow_reconnects
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        log::info!("openflow reconnected: resyncing every key");
+        self.ifs = self.p.bridge.interfaces();
+        self.route(Trigger::All);
+        // A switch restarted with flow-restore-wait waits for its flows: the replay put
+        // them back, and the ExternalNode's resync fixes renumbered uplink ports. Before
+        // READY the first full sync clears it.
+        self.restore_wait = self.startup.is_ready();
+    }
+
+    fn on_done(&mut self, done: &Done) {
+        if done.key == Key::En && self.restore_wait {
+            self.restore_wait = false;
+            clear_flow_restore_wait(&self.p.ovs.client);
+        }
+        if self.startup.synced(done) == Next::BecomeReady {
+            self.become_ready();
+        }
+    }
+
+    /// The first full sync ended: flows out, orphans swept, forwarding on, READY.
+    fn become_ready(&mut self) {
+        let p = &self.p;
+        let replacing = p.ovs.replacing();
+        let (failed, replaced) = p.deferred.flush(replacing);
+        if let Some(Err(e)) = &replaced {
+            log::warn!("first full sync: deleting the flows of round {replacing:?} failed: {e}");
+        }
+        if !failed.is_empty() {
+            for (owner, e) in &failed {
+                log::warn!("first full sync: flows of {owner} failed: {e}");
+            }
+            // Deferral is over: their syncs now apply one by one.
+            self.route(Trigger::All);
+        }
+        let swept = p.tc.sweep_orphans();
+        if !swept.is_empty() {
+            log::info!(
+                "first full sync: removed orphaned ports {}",
+                swept.join(",")
+            );
+        }
+        // The old round went with the flush (or failed there, logged).
+        let round = p.ovs.round;
+        if replaced.is_none() {
+            if let Some(prev) = replacing {
+                if let Err(e) = p.ovs.of.delete_round(prev) {
+                    log::warn!("deleting flows of the previous round {prev} failed: {e}");
+                }
+            }
+        }
+        if let Err(e) = p
+            .bridge
+            .set_bridge_external_id("roundNum", Some(&round.to_string()))
+        {
+            log::warn!("persisting roundNum={round} failed: {e}");
+        }
+        log::info!("first full sync done (round {round})");
+        clear_flow_restore_wait(&p.ovs.client);
+        p.probe.ready.store(true, Ordering::SeqCst);
+        let line = status::render::summary(&p.probe.snapshot());
+        notify::notify_or_log(&[("READY", "1"), ("STATUS", &line)]);
+        if let Some(r) = self.ready.take() {
+            r();
+        }
+    }
+
+    fn watchdog(&mut self) {
+        let now = Instant::now();
+        let stuck: Vec<(String, Duration)> = self
+            .p
+            .heartbeats
+            .stuck(now)
+            .into_iter()
+            .chain(self.p.source.heartbeats().stuck(now))
+            .collect();
+        if stuck.is_empty() {
+            notify::notify_or_log(&[("WATCHDOG", "1")]);
+            self.reported_stuck = false;
+        } else if !self.reported_stuck {
+            // No ping: systemd's watchdog restarts the service.
+            for (name, age) in &stuck {
+                log::error!(
+                    "watchdog: thread {name} has made no progress for {}s; not pinging systemd's watchdog",
+                    age.as_secs()
+                );
+            }
+            self.reported_stuck = true;
+        }
+    }
+
+    fn status(&mut self) {
+        let snap = self.p.probe.snapshot();
+        if let Some(line) = self.status_line.update(&snap, Instant::now()) {
+            notify::notify_or_log(&[("STATUS", &line)]);
+        }
+    }
+}
+
+/// Let ovs-vswitchd forward: clear `flow-restore-wait` once every flow is in (the first
+/// full sync, and the resync after a reconnect), never before.
+fn clear_flow_restore_wait(client: &ovsdb::Client) {
+    match ovsdb::bridgedb::clear_flow_restore_wait(client) {
+        Ok(true) => {
+            log::info!("cleared Open_vSwitch other_config:flow-restore-wait: the flows are in")
+        }
+        Ok(false) => {}
+        Err(e) => log::warn!("clearing other_config:flow-restore-wait failed: {e}"),
+    }
+}
