@@ -1,4 +1,4 @@
-//! Benchmark group `daemon` (DESIGN §7): the `tether` binary as a service.
+//! Benchmark group `daemon` (docs/design.md#benchmarks): the `tether` binary as a service.
 //!
 //! - `daemon_start_to_ready`: spawn `tether run` (manifests source: a Namespace, 8 Pods
 //!   with OVS ports, one mirror TrafficControl) to its sd_notify `READY=1`, median of 5

@@ -4,14 +4,14 @@
 //! - `en_delete_to_restored`: the ExternalNode is deleted → the NIC is plain again and
 //!   answers ping.
 //!
-//! Baseline: the same takeover and undo by hand with `ip`, `ovs-vsctl` and `ovs-ofctl`
-//! (ovs-recipe.md §2), run in the same sandbox, alternating with tether, median of 5.
+//! Baseline: the same takeover and undo by hand with `ip`, `ovs-vsctl` and `ovs-ofctl`,
+//! run in the same sandbox, alternating with tether, median of 5.
 //!
 //! How "answers ping" is timed: the peer pings every 10 ms with `ping -D` (timestamped
 //! replies) throughout; a measure ends at the first reply received after the operation
 //! returned. IPv6 DAD is off (excluded, as the issue asks); strict reverse-path filtering
-//! in the VM keeps the kernel from answering through the uplink (pitfall B), so a reply
-//! after a takeover has crossed OVS.
+//! in the VM keeps the kernel from answering through the uplink
+//! (docs/datapath.md#8-test-harness), so a reply after a takeover has crossed OVS.
 //!
 //! The controller must run inside the VM namespace (netlink acts on the caller's
 //! namespace), so this program re-runs itself there with `BENCH_EN_CHILD` set.

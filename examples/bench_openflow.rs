@@ -1,10 +1,10 @@
-//! Benchmark group `openflow` (DESIGN §7): install N distinct flows on a fresh bridge with
-//! tether (one atomic bundle through `OfFlows::apply`) and with
+//! Benchmark group `openflow` (docs/design.md#benchmarks): install N distinct flows on a
+//! fresh bridge with tether (one atomic bundle through `OfFlows::apply`) and with
 //! `ovs-ofctl -O OpenFlow15 --bundle add-flows <file>` holding the same flows, each on its
-//! own fresh bridge in one sandbox; N = 10,000 and 100,000. Both sides are timed from
-//! "have the flows as data" to "switch committed them", and each result is checked by
-//! counting the bridge's flows; each figure is the median of 3 alternating runs (the machine
-//! is shared). Prints tether's peak RSS (VmHWM) at the end.
+//! own fresh bridge in one sandbox; N = 10,000 and 100,000. Both sides are timed from "have
+//! the flows as data" to "switch committed them", and each result is checked by counting
+//! the bridge's flows; each figure is the median of 3 alternating runs (the machine is
+//! shared). Prints tether's peak RSS (VmHWM) at the end.
 //!
 //! Run: `sudo ./scripts/bench.sh openflow`.
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh [GROUP...]: run the benchmarks (DESIGN §7). Each group is an example program
-# examples/bench_<group>.rs built in release mode; every measure prints one line
+# bench.sh [GROUP...]: run the benchmarks (docs/design.md#benchmarks). Each group is an
+# example program examples/bench_<group>.rs built in release mode; every measure prints
+# one line
 #   bench <name>: tether=<n><unit> baseline=<n><unit> ratio=<tether/baseline>
 # with the baseline measured in the same run. Groups: ovsdb openflow kube trafficcontrol
 # externalnode daemon (those not built yet are reported and skipped). Run as root: the

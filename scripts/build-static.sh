@@ -3,7 +3,7 @@
 # x86_64-unknown-linux-musl (release profile: LTO, panic=abort, stripped) and print where
 # it is and how big. Installs what is missing when it can: the Rust target (rustup) and
 # musl-tools (apt, as root); without musl-tools, ring's C code is built with plain gcc
-# (CC_x86_64_unknown_linux_musl=gcc works: reference rust-ecosystem.md §6).
+# (CC_x86_64_unknown_linux_musl=gcc works).
 #   ./scripts/build-static.sh                      build
 #   ./scripts/build-static.sh --offline            build from vendor/ (see scripts/vendor.sh)
 #   TETHER_PREPARE_ONLY=1 ./scripts/build-static.sh   only install the prerequisites

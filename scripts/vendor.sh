@@ -24,7 +24,7 @@ else
 fi
 cargo vendor -q --locked --versioned-dirs "$stage/$name/vendor" >/dev/null
 mkdir -p "$stage/$name/.cargo"
-# The stanza `cargo vendor` prints, plus offline mode (reference rust-ecosystem.md §8).
+# The stanza `cargo vendor` prints, plus offline mode.
 cat >"$stage/$name/.cargo/config.toml" <<'TOML'
 # Written by scripts/vendor.sh: build from vendor/ only, never the network.
 [source.crates-io]

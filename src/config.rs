@@ -1,10 +1,11 @@
-//! `tether run` settings: command-line flags and the YAML config file (DESIGN §2). Every
-//! flag is also a config key (camelCase, as Antrea's agent config writes them; the flag's
-//! own spelling is accepted too); flags win over the file. The file also takes Antrea's
+//! `tether run` settings: command-line flags and the YAML config file
+//! (docs/design.md#settings-flags-and-config-file). Every flag is also a config key
+//! (camelCase, as Antrea's agent config writes them; the flag's own spelling is accepted
+//! too); flags win over the file. The file also takes Antrea's
 //! `externalNode.externalNodeNamespace` and `externalNode.policyBypassRules`. Unknown keys
 //! warn; an invalid value (a bypass rule included) refuses to start, naming the key, before
-//! anything is connected to: `run` and `check` share this one validation. Pure: strings
-//! in, `Config` out.
+//! anything is connected to: `run` and `check` share this one validation. Pure: strings in,
+//! `Config` out.
 
 pub mod check;
 pub mod preflight;

@@ -1,5 +1,6 @@
 //! The `tether` binary: parse arguments, set up logging, hand over to the library.
-//! Exit codes (DESIGN §2): 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
+//! Exit codes (docs/design.md#exit-codes): 0 clean stop, 1 runtime failure, 2 bad usage or
+//! configuration.
 
 use std::process::ExitCode;
 

@@ -2,7 +2,7 @@
 //! `SOCK_DGRAM` datagram of newline-separated `KEY=VALUE` lines to `$NOTIFY_SOCKET`, which
 //! is a path (`/run/systemd/notify`) or, with a leading `@`, an abstract socket (containers,
 //! nspawn). The `sd-notify` crate has no abstract-socket support and `libsystemd` pulls 30
-//! crates (reference rust-ecosystem.md §7), so this is 60 lines of std.
+//! crates, so this is 60 lines of std.
 //!
 //! Owns: the message format, the address parsing, the watchdog interval. Does not decide
 //! when to send what (the daemon and `main` do).

@@ -1,11 +1,11 @@
-//! ExternalNode end to end against a real userspace Open vSwitch (DESIGN §7 tier 3),
-//! driving [`EnController`] the way the daemon does.
+//! ExternalNode end to end against a real userspace Open vSwitch
+//! (docs/design.md#tier-3-end-to-end), driving [`EnController`] the way the daemon does.
 //!
-//! Topology (ovs-recipe.md §2): the sandbox namespace is the VM — ovs-vswitchd runs there
-//! and so does the controller — with `eth1` (02:00:00:00:01:10, MTU 1450, 192.0.2.10/24,
-//! 2001:db8:1::10/64, default routes via the peer) and `eth2` (198.51.100.10/24), veths
-//! to a `peer` namespace. IPv6 DAD is off in both (pitfall D); the peer's veth ends send
-//! with tx checksum offload off (pitfall C, TCP through the netdev datapath).
+//! Topology: the sandbox namespace is the VM — ovs-vswitchd runs there and so does the
+//! controller — with `eth1` (02:00:00:00:01:10, MTU 1450, 192.0.2.10/24, 2001:db8:1::10/64,
+//! default routes via the peer) and `eth2` (198.51.100.10/24), veths to a `peer` namespace.
+//! IPv6 DAD is off in both; the peer's veth ends send with tx checksum offload off (TCP
+//! through the netdev datapath; docs/datapath.md#8-test-harness).
 //!
 //! The controller runs in an *agent* process inside the VM namespace (netlink acts on the
 //! caller's namespace; entering one needs `setns`, i.e. unsafe): this test binary re-run
@@ -14,12 +14,13 @@
 //! command per stdin line (`recover`, `en <ifname|-> <ip,…>`, `absent`, `sync`, `replay`,
 //! `gc`, `status`), answering `AGENT ok …` / `AGENT err …`. Each agent start is a daemon
 //! start: a new cookie round, flows of the previous round deleted by `gc` after the first
-//! sync (DESIGN §5). `TETHER_CRASH_AT` makes an agent abort at a step — a `kill -9` there.
+//! sync (docs/design.md#rounds-and-flow-replacement-at-restart). `TETHER_CRASH_AT` makes an
+//! agent abort at a step — a `kill -9` there.
 //!
 //! Harness-only: after a takeover the uplink is kept away from the kernel stack with
-//! sysctls (pitfall B: the netdev datapath does not steal frames, so the kernel would
-//! answer too and pings would show DUPs); they follow the device through renames, so they
-//! are reset before the NIC is given back.
+//! sysctls (docs/datapath.md#8-test-harness: the netdev datapath does not steal frames, so
+//! the kernel would answer too and pings would show DUPs); they follow the device through
+//! renames, so they are reset before the NIC is given back.
 
 #![allow(clippy::unwrap_used)]
 
@@ -436,7 +437,8 @@ fn takeover_traffic_update_move_and_exact_restore() {
     assert_clean_ping(&peer, "2001:db8:1::10");
     tcp_transfer(vm, &peer, "192.0.2.10");
     tcp_transfer(vm, &peer, "2001:db8:1::10");
-    // Counters lag (ovs-recipe.md §4): poll until both directions counted ≥ 6 pings.
+    // Flow counters lag (docs/datapath.md#8-test-harness): poll until both directions
+    // counted ≥ 6 pings.
     wait_for(Duration::from_secs(5), "pair flow counters", || {
         let now = pair_packets(&sb);
         let grew =
@@ -539,9 +541,10 @@ fn link_name(vm: &common::Netns, ifindex: u64) -> Option<String> {
 /// ovs-vswitchd stopped (SIGSTOP, 3 s) inside the port delete of a restore, and of a
 /// rollback at the ports, move and flows steps: the NIC is not renamed back while the
 /// switch has not applied the delete (sampled every 20 ms while it is stopped), and ends
-/// with no master, its addresses and routes exact. (Before: the rename followed the
-/// OVSDB commit at once, so on the kernel datapath the NIC could still be a datapath
-/// port when it got the VM's addresses back; docs/datapath.md §1.4.)
+/// with no master, its addresses and routes exact. (Before: the rename followed the OVSDB
+/// commit at once, so on the kernel datapath the NIC could still be a datapath port when it
+/// got the VM's addresses back;
+/// docs/datapath.md#14-why-renaming-back-too-early-cuts-the-vm-off-system-only.)
 #[test]
 fn a_stopped_vswitchd_in_the_middle_of_a_delete_delays_the_rename() {
     if !privileged("a_stopped_vswitchd_in_the_middle_of_a_delete_delays_the_rename") {
@@ -732,7 +735,8 @@ fn unixctl_removes_a_datapath_port() {
         || (deletions() == 1).then_some(()),
     );
     assert!(!delete_dp_interface(&ctl, common::dpctl_name(), "nope").unwrap());
-    // Antrea's datapath name does not exist on the userspace datapath (ovs-recipe.md §1).
+    // Antrea's datapath name does not exist on the userspace datapath
+    // (docs/antrea-compat.md#removing-a-lingering-datapath-port).
     let e = ctl.call("dpctl/show", &["system@ovs-system"]).unwrap_err();
     assert!(
         e.to_string().contains("opening datapath") && e.to_string().contains("failed"),

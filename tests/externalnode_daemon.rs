@@ -1,9 +1,9 @@
-//! ExternalNode through the `tether` binary (DESIGN §7 tier 3): `tether run` in the VM
-//! namespace of the shared bed (`externalnode_vm`), the ExternalNode from a manifests
-//! directory and from the test API server; `kill -9` of tether at every step of takeover
-//! and restore (the test-only crash point `TETHER_CRASH_AT=<phase>-<step>` aborts right
-//! after that step, as a `kill -9` there would) → after a restart the VM is reachable and
-//! the state converges.
+//! ExternalNode through the `tether` binary (docs/design.md#tier-3-end-to-end):
+//! `tether run` in the VM namespace of the shared bed (`externalnode_vm`), the
+//! ExternalNode from a manifests directory and from the test API server; `kill -9` of
+//! tether at every step of takeover and restore (the test-only crash point
+//! `TETHER_CRASH_AT=<phase>-<step>` aborts right after that step, as a `kill -9` there
+//! would) → after a restart the VM is reachable and the state converges.
 //!
 //! The API server listens on 127.0.0.1 of the test's own namespace, which tether in the VM
 //! namespace cannot reach; two byte relays bridge it through a unix socket (path-based
@@ -93,7 +93,7 @@ impl Daemon {
         assert_eq!(st.signal(), Some(6), "{what}: {st}\n{}", log_tail(sb));
     }
 
-    /// SIGTERM; flows and ports stay (DESIGN §2), exit code 0.
+    /// SIGTERM; flows and ports stay (docs/design.md#logs-signals-and-systemd), exit code 0.
     fn stop(mut self) {
         let mut c = self.child.take().unwrap();
         common::run(std::process::Command::new("kill").args(["-TERM", &c.id().to_string()]));
@@ -298,11 +298,12 @@ fn daemon_from_the_api_server() {
     d.stop();
 }
 
-/// A VM the way Antrea's agent leaves it after taking its NIC over (reference antrea.md
-/// §2.7, §3.4, §4): `eth1` renamed `eth1~` and attached as the uplink
-/// (`antrea-type=uplink`), an internal host port `eth1` with the NIC's MAC and MTU and
-/// Antrea's external_ids, the addresses and routes on it, Antrea's VM pipeline (tables
-/// 0–16, its cookies, round 3 in `roundNum`) on the bridge.
+/// A VM the way Antrea's agent leaves it after taking its NIC over
+/// (docs/antrea-compat.md#port-external-ids, docs/antrea-compat.md#externalnode-flows,
+/// docs/antrea-compat.md#takeover-and-restore-sequence): `eth1` renamed `eth1~` and
+/// attached as the uplink (`antrea-type=uplink`), an internal host port `eth1` with the
+/// NIC's MAC and MTU and Antrea's external_ids, the addresses and routes on it, Antrea's VM
+/// pipeline (tables 0–16, its cookies, round 3 in `roundNum`) on the bridge.
 fn antrea_takeover(sb: &Sandbox) {
     let vm = sb.ns();
     vm.sh("ip link set eth1 down

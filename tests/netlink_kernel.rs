@@ -486,7 +486,7 @@ fn move_to_another_link_and_back_restores_exact_snapshots() {
             // 2. rename to the uplink name: down → rename → up.
             let uplink = rt.rename(nic.index, &uplink_name("eth1")).unwrap();
             assert_eq!(uplink.name, "eth1~");
-            // What the down did (reference ovs-recipe.md §2 pitfall A), and the kernel's label
+            // What the down did (docs/datapath.md#8-test-harness), and the kernel's label
             // rewrite on rename: the second address without an alias label became `:3`.
             let (after_rename, _) = addr_snapshot(ns, "eth1~");
             let kept: Vec<(&str, &str)> = after_rename[0]["addr_info"]

@@ -113,7 +113,8 @@ fn encoding_appends_and_leaves_prefilled_bytes_alone() {
 
 #[test]
 fn exact_bytes_of_antrea_wire_details() {
-    // reference antrea.md §3.5: reg4 masked load, NXAST_OUTPUT_REG of reg1, goto.
+    // docs/antrea-compat.md#wire-encoding-of-fields-and-actions: reg4 masked load,
+    // NXAST_OUTPUT_REG of reg1, goto.
     let mut b = Vec::new();
     let mut w = Writer::new(&mut b);
     Action::load_reg(4, 0x800000, 0xc00000)

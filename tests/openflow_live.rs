@@ -66,7 +66,8 @@ fn add_internal_port(sb: &Sandbox, name: &str) -> u32 {
         .expect("ofport is a number")
 }
 
-/// Output-table flows as in reference antrea.md §3.3 (mirror, redirect, normal, miss).
+/// Output-table flows as in docs/antrea-compat.md#trafficcontrol-flows (mirror, redirect,
+/// normal, miss).
 fn output_flows() -> Vec<Flow> {
     let out_mark = MatchField::Reg {
         idx: 0,

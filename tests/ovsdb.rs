@@ -289,7 +289,8 @@ fn ofport_minus_one_reports_ovs_error() {
     }
     let sb = Sandbox::start();
     let br = BridgeDb::ensure(client(&sb), "br-int", common::datapath()).unwrap();
-    // An internal port named after an existing netdev (ovs-recipe.md §2 F, Antrea #4122).
+    // An internal port named after an existing netdev (docs/datapath.md#8-test-harness,
+    // Antrea #4122).
     sb.ns().ip(&[
         "link", "add", "taken0", "type", "veth", "peer", "name", "taken1",
     ]);

@@ -1,4 +1,5 @@
-//! tether as a product, through the binary (DESIGN §2): `tether run` from a manifests
+//! tether as a product, through the binary
+//! (docs/design.md#configuration-sources-and-exit-codes): `tether run` from a manifests
 //! directory against a real userspace OVS; sd_notify READY/STATUS then STOPPING to a
 //! `NOTIFY_SOCKET`; `tether status` (JSON, table, Prometheus metrics) over the state
 //! socket; `tether check` passing against the live switch; SIGTERM → exit 0 with the flows

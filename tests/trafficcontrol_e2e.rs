@@ -1,5 +1,6 @@
-//! TrafficControl end to end (DESIGN §7 tier 3): the `tether` binary, real userspace OVS in
-//! a private netns, Pods and a collector as namespaces, real packets counted with tcpdump.
+//! TrafficControl end to end (docs/design.md#tier-3-end-to-end): the `tether` binary, real
+//! userspace OVS in a private netns, Pods and a collector as namespaces, real packets
+//! counted with tcpdump.
 
 #![allow(clippy::unwrap_used)]
 

@@ -5,8 +5,9 @@
 //! TrafficControls use, the ExternalNode's NIC. Each finding says what is wrong and how
 //! to fix it.
 //!
-//! Exit code (DESIGN §2): 0 nothing failed (warnings allowed), 1 something failed; a bad
-//! configuration is caught before (2). Reads only: it never creates the bridge or a port.
+//! Exit code (docs/design.md#exit-codes): 0 nothing failed (warnings allowed), 1 something
+//! failed; a bad configuration is caught before (2). Reads only: it never creates the
+//! bridge or a port.
 
 use std::fmt::Write;
 use std::path::Path;

@@ -1,6 +1,6 @@
-//! Exponential backoff with jitter for the watchers (reference rust-ecosystem.md §5:
-//! kube-rs's default, 0.8 s → 30 s, factor 2). Pure: the caller passes the randomness
-//! seed and decides when to sleep; nothing here reads a clock.
+//! Exponential backoff with jitter for the watchers (kube-rs's default: 0.8 s → 30 s,
+//! factor 2). Pure: the caller passes the randomness seed and decides when to sleep;
+//! nothing here reads a clock.
 
 use std::time::Duration;
 

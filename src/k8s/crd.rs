@@ -1,5 +1,6 @@
 //! Antrea's CRDs as tether uses them: `TrafficControl` (`crd.antrea.io/v1alpha2`, full spec
-//! of reference antrea.md §1.1) and `ExternalNode` (`crd.antrea.io/v1alpha1`, §1.2).
+//! of docs/antrea-compat.md#trafficcontrol) and `ExternalNode` (`crd.antrea.io/v1alpha1`,
+//! docs/antrea-compat.md#externalnode).
 //!
 //! Each kind has a serde wire form mirroring the Go types (unknown fields ignored) and a
 //! validated form with real types (`IpAddr`, `u16` ports, `u32` GRE key, compiled
@@ -188,7 +189,8 @@ pub struct UdpTunnel {
     pub destination_port: Option<u16>,
 }
 
-/// GRE; the key is u32 as the CRD allows (Antrea's Go type is int32, DESIGN §6).
+/// GRE; the key is u32 as the CRD allows (Antrea's Go type is int32,
+/// docs/design.md#gre-key-and-ipv6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GreTunnel {
     pub remote_ip: IpAddr,
@@ -500,7 +502,8 @@ pub struct ExternalNodeSpec {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkInterface {
-    /// Only feeds the ExternalEntity name; the NIC is found by IP (antrea.md §1.2).
+    /// Only feeds the ExternalEntity name; the NIC is found by IP
+    /// (docs/antrea-compat.md#externalnode).
     pub name: String,
     /// At least one; the agent fails without IPs, so we refuse here.
     pub ips: Vec<IpAddr>,

@@ -40,7 +40,7 @@ pub struct ClusterConfig {
     pub client_cert_files: Option<(PathBuf, PathBuf)>,
 }
 
-// Never print keys or tokens (DESIGN §2).
+// Never print keys or tokens (docs/design.md#logs-signals-and-systemd).
 impl std::fmt::Debug for ClusterConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterConfig")
@@ -299,8 +299,8 @@ pub fn parse_kubeconfig(
     })
 }
 
-/// The source DESIGN §2 prescribes: the kubeconfig when one is given, else in-cluster
-/// config when its files exist, else an error saying what to pass.
+/// The source docs/design.md#sources prescribes: the kubeconfig when one is given, else
+/// in-cluster config when its files exist, else an error saying what to pass.
 pub fn discover(kubeconfig: Option<&Path>) -> Result<ClusterConfig, KubeError> {
     match kubeconfig {
         Some(p) => load_kubeconfig(p, None),

@@ -1,7 +1,7 @@
-//! The manifests source (`--manifests DIR`, DESIGN §2): a directory of `*.yaml`, `*.yml`
-//! and `*.json` files standing in for the API server. Owns reading and parsing the files
-//! and turning each scan into the same store changes and events as the watch; polling
-//! every [`ManifestsConfig::poll_interval`] (≤ 1 s).
+//! The manifests source (`--manifests DIR`, docs/design.md#sources): a directory of
+//! `*.yaml`, `*.yml` and `*.json` files standing in for the API server. Owns reading and
+//! parsing the files and turning each scan into the same store changes and events as the
+//! watch; polling every [`ManifestsConfig::poll_interval`] (≤ 1 s).
 //!
 //! Rules: a file holds YAML documents (`---`) or JSON, each an object or a `List` of
 //! objects (`kind: List` or `<Kind>List`). The same field selectors as the watch apply

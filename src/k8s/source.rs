@@ -4,9 +4,9 @@
 //! driver loop around the pure `watch::Watcher`; it does no HTTP itself (`http.rs`) and
 //! does not interpret objects (controllers do).
 //!
-//! Per kind (DESIGN §1, antrea.md §1.5): Pods of this node only (`spec.nodeName=<node>`),
-//! all Namespaces, all TrafficControls, and the one ExternalNode named like the node in
-//! the ExternalNode namespace (`metadata.name=<node>`).
+//! Per kind (docs/design.md#sources, docs/antrea-compat.md#what-is-watched): Pods of this
+//! node only (`spec.nodeName=<node>`), all Namespaces, all TrafficControls, and the one
+//! ExternalNode named like the node in the ExternalNode namespace (`metadata.name=<node>`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -12,7 +12,7 @@
 //!                  (restart from scratch, backoff)                       └──┘ re-WATCH from rv
 //! ```
 //!
-//! Algorithm of kube-rs's watcher (reference rust-ecosystem.md §5): a paginated LIST
+//! Algorithm of kube-rs's watcher (`kube-runtime/src/watcher.rs`): a paginated LIST
 //! without resourceVersion (a consistent read) fills a buffer; the last page replaces the
 //! store atomically (`Delta::Replace`), which synthesizes deletes for objects that
 //! vanished while we were not watching. Then WATCH from the list's resourceVersion with

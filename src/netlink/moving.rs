@@ -47,9 +47,9 @@ use super::{IFNAME_MAX, LinkError, Links};
 
 /// What [`capture`] reads from a NIC: enough to re-create its layer-3 configuration
 /// elsewhere. Link-local addresses and fe80::/10 routes are left out: every link makes its
-/// own (reference antrea.md §4.1). Routes of every table are kept, multipath ones with
-/// their nexthops through this link as ifindex 0 ("this link"), so a route through the
-/// NIC and another link moves with only its own nexthop re-pointed.
+/// own (docs/antrea-compat.md#interface-config-capture). Routes of every table are kept,
+/// multipath ones with their nexthops through this link as ifindex 0 ("this link"), so a
+/// route through the NIC and another link moves with only its own nexthop re-pointed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NicConfig {
     pub ifindex: u32,

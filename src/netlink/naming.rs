@@ -1,6 +1,7 @@
 //! The name a NIC gets once it becomes the OVS uplink.
 //!
-//! Rule (DESIGN §6; Antrea's `GenerateUplinkInterfaceName` without its length bug):
+//! Rule (docs/design.md#uplink-name-length; Antrea's `GenerateUplinkInterfaceName` without
+//! its length bug):
 //!
 //! * `<nic>~` when that fits `IFNAMSIZ - 1` = 15 bytes, i.e. for NIC names of up to 14 bytes
 //!   (exactly Antrea's name, so a host moved from Antrea keeps working);

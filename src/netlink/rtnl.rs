@@ -1,6 +1,9 @@
-//! The real [`Links`] backend: one rtnetlink socket driven through neli's synchronous router.
-//! This is the only file in the crate that imports neli; message bodies are built and read by
-//! number in `wire.rs`.
+//! The real [`Links`] backend: one rtnetlink socket, neli's plain
+//! `socket::synchronous::NlSocketHandle` (not its router), on which the thread that makes a
+//! request sends it and reads the replies itself. neli frames the netlink headers and the
+//! fixed `ifinfomsg`/`ifaddrmsg`/`rtmsg` bodies; the attributes are built and read by number
+//! in `wire.rs`. This is the only file in the crate that imports neli. Per-device sysctls are
+//! not netlink: they are files under `/proc/sys` (`sysctl.rs`).
 //!
 //! Every request that changes something carries `NLM_F_ACK` and succeeds only when the ACK
 //! arrives; a kernel error (an `NLMSG_ERROR` with a negative errno) becomes a [`LinkError`]

@@ -151,7 +151,8 @@ impl fmt::Display for Prefix {
 }
 
 /// True for 169.254.0.0/16 and fe80::/10: addresses a link gets (or could get) by itself and
-/// that must not be copied to another link (reference antrea.md §4.1 `GetInterfaceConfig`).
+/// that must not be copied to another link (Antrea's `GetInterfaceConfig`;
+/// docs/antrea-compat.md#interface-config-capture).
 pub fn is_link_local(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_link_local(),

@@ -4,7 +4,7 @@
 //! and `rtmsg` from `linux/rtnetlink.h` / `linux/if_addr.h`) plus a list of `(type, payload)`
 //! attributes. `rtnl.rs` moves these between neli's types and the socket; everything about
 //! which attribute means what lives here, by number, so that glibc and musl builds agree (neli
-//! hides some `Rta` variants behind `cfg(target_env = "gnu")`; reference rust-ecosystem §2).
+//! hides some `Rta` variants, such as `Rta::Pref`, behind `cfg(target_env = "gnu")`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -1,7 +1,7 @@
 //! `OfFlows`: the flows backend on a real bridge. It owns two connections to
 //! `<bridge>.mgmt` — OpenFlow 1.5 for flows, OpenFlow 1.0 for the no-flood port bit that
-//! only 1.0 has (reference antrea.md §3.6) — the [`FlowSet`] of what is installed, and the
-//! set of ports that want no-flood.
+//! only 1.0 has (docs/antrea-compat.md#no-flood-on-tc-ports) — the [`FlowSet`] of what is
+//! installed, and the set of ports that want no-flood.
 //!
 //! Every change is one atomic, ordered bundle (OF1.5 §6.8): OPEN, ADD_MESSAGE…, CLOSE and
 //! a barrier; if the switch rejected any bundled message we DISCARD, otherwise COMMIT
@@ -40,14 +40,15 @@ pub struct OfFlowsConfig {
     pub mgmt: PathBuf,
     /// Short name for threads and logs (the bridge name).
     pub name: String,
-    /// This run's cookie round (reference antrea.md §3.2).
+    /// This run's cookie round (docs/antrea-compat.md#cookies-and-rounds).
     pub round: u16,
     /// How long one request may wait for the switch.
     pub timeout: Duration,
 }
 
 impl OfFlowsConfig {
-    /// The bridge's socket under OVS's run directory (`--ovs-rundir`, DESIGN §2).
+    /// The bridge's socket under OVS's run directory (`--ovs-rundir`,
+    /// docs/design.md#settings-flags-and-config-file).
     pub fn for_bridge(rundir: &std::path::Path, bridge: &str, round: u16) -> OfFlowsConfig {
         OfFlowsConfig::new(rundir.join(format!("{bridge}.mgmt")), bridge, round)
     }

@@ -317,7 +317,7 @@ pub mod flow_mod_flags {
 }
 
 /// `OFPPC_NO_FLOOD` (OF1.0 §5.2.1 `ofp_port_config`): exists only in OF1.0; OVS masks it
-/// out of OF1.1+ PORT_MODs (reference antrea.md §3.6).
+/// out of OF1.1+ PORT_MODs (docs/antrea-compat.md#no-flood-on-tc-ports).
 pub const OFPPC10_NO_FLOOD: u32 = 1 << 4;
 
 /// The name OVS gives an error (`lib/ofp-errors.h`), for logs and `OfError` messages.

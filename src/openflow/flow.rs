@@ -1,7 +1,7 @@
 //! The [`Flow`] value the controllers build and compare, its identity ([`FlowKey`]: table,
 //! priority, match — what OpenFlow's "strict" commands match on), who owns it ([`Owner`]),
 //! and the cookie layout `round(16) | category(8) | reserved(8) | object(32)` that Antrea
-//! uses (`pkg/agent/openflow/cookie/allocator.go`; reference antrea.md §3.2).
+//! uses (`pkg/agent/openflow/cookie/allocator.go`; docs/antrea-compat.md#cookies-and-rounds).
 
 use std::fmt;
 use std::sync::Arc;

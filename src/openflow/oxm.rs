@@ -5,7 +5,8 @@
 //! Header layout (OF1.5 §7.2.3.2): `class(16) | field(7) | hasmask(1) | length(8)`, where
 //! length counts the value and, when masked, the mask. Field numbers for the
 //! `OPENFLOW_BASIC` class are OF1.5 §7.2.3.7; registers and `ct_state` are Nicira fields in
-//! class `NXM_1` (OVS `lib/meta-flow.xml`; reference antrea.md §3.5).
+//! class `NXM_1` (OVS `lib/meta-flow.xml`;
+//! docs/antrea-compat.md#wire-encoding-of-fields-and-actions).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;

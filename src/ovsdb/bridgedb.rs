@@ -1,6 +1,6 @@
-//! The bridge API controllers use: the operations Antrea's `ovsconfig` performs (reference
-//! antrea.md §2), each one transaction. Pure op builders (`*_ops`) are separate from the
-//! calls that send them, so the exact transactions are unit-tested.
+//! The bridge API controllers use: the operations Antrea's `ovsconfig` performs
+//! (docs/antrea-compat.md#ovsdb), each one transaction. Pure op builders (`*_ops`) are
+//! separate from the calls that send them, so the exact transactions are unit-tested.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -212,8 +212,8 @@ pub fn set_map_key_op(table: &str, row: &Uuid, column: &str, key: &str, value: &
 /// The bridge row to create when absent, as `ovs-vsctl add-br` does (with its local port),
 /// plus Antrea's settings: OF1.0 (no-flood) and OF1.5, the datapath type, fail_mode
 /// standalone so the VM stays reachable while tether is down, and a pinned datapath-id
-/// (ovs-recipe.md §2 H) so attaching the uplink cannot change the DPID under the
-/// OpenFlow connection.
+/// (docs/antrea-compat.md#bridge-settings) so attaching the uplink cannot change the DPID
+/// under the OpenFlow connection.
 pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str) -> Vec<Op> {
     vec![
         Op::Insert {

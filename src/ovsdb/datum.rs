@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn decode_what_ovsdb_server_sends() {
-        // As captured from ovsdb-server 3.1 (ovs-recipe.md §4).
+        // As captured from ovsdb-server 3.1.
         let v: Value = serde_json::from_str(
             r#"["map",[["attached-mac","02:00:00:00:00:01"],["pod-name","pod-a"]]]"#,
         )

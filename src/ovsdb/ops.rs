@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn insert_port_transaction_exact_json() {
-        // The shape of reference antrea.md §2.6 (EN host internal port).
+        // The shape of docs/antrea-compat.md#example-transactions (EN host internal port).
         let br = Uuid::parse("0c4ac2c5-16b1-4e2c-9dd6-8e5a10ad0b1c").unwrap();
         let ops = vec![
             Op::Insert {

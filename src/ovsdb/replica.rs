@@ -10,9 +10,9 @@ use super::OvsdbError;
 use super::datum::{Atom, Datum, Uuid};
 use super::ops::{Row, parse_row};
 
-/// The tables and columns we monitor (DESIGN §3: ports, their ofports and external_ids,
-/// the bridge's external_ids for the flow round, next_cfg/cur_cfg to know when vswitchd
-/// has applied a change).
+/// The tables and columns we monitor (docs/design.md#the-ovs-data-contract: ports, their
+/// ofports and external_ids, the bridge's external_ids for the flow round, next_cfg/cur_cfg
+/// to know when vswitchd has applied a change).
 pub const MONITORED: &[(&str, &[&str])] = &[
     ("Open_vSwitch", &["bridges", "next_cfg", "cur_cfg"]),
     (

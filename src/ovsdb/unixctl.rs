@@ -3,14 +3,15 @@
 //! Requests are `{"id", "method": <command>, "params": [<args as strings>]}`; the reply's
 //! `result` is the command's text output, `error` its failure text (OVS `lib/unixctl.c`).
 //!
-//! Owns: one blocking request per connection ([`Unixctl::call`]) and, on top of it, removing
-//! a datapath port that outlived its OVSDB row ([`delete_dp_interface`], Antrea's
-//! `DeleteDPInterface`; reference antrea.md §3.6) — OVS sometimes keeps an internal netdev
-//! busy after its port is deleted, and then the NIC's old name stays taken. The parser of
-//! `dpctl/show` is pure ([`parse_dpctl_show`]). Does not own: OVSDB (see `conn`).
+//! Owns: one blocking request per connection ([`Unixctl::call`]) and, on top of it,
+//! removing a datapath port that outlived its OVSDB row ([`delete_dp_interface`], Antrea's
+//! `DeleteDPInterface`; docs/antrea-compat.md#removing-a-lingering-datapath-port) — OVS
+//! sometimes keeps an internal netdev busy after its port is deleted, and then the NIC's
+//! old name stays taken. The parser of `dpctl/show` is pure ([`parse_dpctl_show`]). Does
+//! not own: OVSDB (see `conn`).
 //!
 //! The userspace datapath is `netdev@ovs-netdev`, the kernel one `system@ovs-system`;
-//! Antrea only ever asks `ovs-system`, which fails on a netdev bridge (ovs-recipe.md §1).
+//! Antrea only ever asks `ovs-system`, which does not exist on a netdev bridge.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

@@ -1,8 +1,9 @@
 //! ExternalNode flows as pure builders: the uplink pair that forwards between the host's
 //! internal port and the NIC attached as uplink, and the policy-bypass rules of the agent
-//! config (reference antrea.md §1.4, §3.4), with the rules' validation.
+//! config (docs/antrea-compat.md#agent-config-and-policy-bypass-rules,
+//! docs/antrea-compat.md#externalnode-flows), with the rules' validation.
 //!
-//! Where they sit in tether's pipeline (DESIGN §5), and why:
+//! Where they sit in tether's pipeline (docs/pipeline.md#tables), and why:
 //! * uplink pair — `L2ForwardingCalc`, priority [`priority::LOW`] (190): `in_port=<host>`
 //!   → `reg1=<uplink>` and `in_port=<uplink>` → `reg1=<host>`, each with the
 //!   output-to-port mark, then on to `TrafficControl`. Every protocol (Antrea sends non-IP
@@ -11,10 +12,11 @@
 //! * bypass — one flow per rule at [`priority::NORMAL`] in the security table of its
 //!   direction: ingress matches the peer as `ip_src` in `IngressSecurityClassifier` and
 //!   jumps to `Output`; egress matches it as `ip_dst` in `EgressSecurityClassifier` and
-//!   jumps to `L2ForwardingCalc`, i.e. past every policy table that may be added later.
-//!   The family of the CIDR decides IPv4 or IPv6 (Antrea only ever builds IPv4 ones, so
-//!   IPv6 bypassed policy altogether; antrea.md §3.4 finding). Antrea also matches
-//!   `ct_state=+new+trk`; tether has no conntrack stage, so that match would never hold.
+//!   jumps to `L2ForwardingCalc`, i.e. past every policy table that may be added later. The
+//!   family of the CIDR decides IPv4 or IPv6 (Antrea only ever builds IPv4 ones, so IPv6
+//!   bypassed policy altogether; a finding in docs/antrea-compat.md#externalnode-flows).
+//!   Antrea also matches `ct_state=+new+trk`; tether has no conntrack stage, so that match
+//!   would never hold.
 //!
 //! Not here: which ports or rules are current (the ExternalNode controller decides).
 

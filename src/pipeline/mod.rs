@@ -1,6 +1,7 @@
 //! The bridge's flow pipeline as data (docs/pipeline.md): the tables, Antrea's registers
-//! and marks (reference antrea.md §3.1), and pure functions that build every flow tether
-//! installs. Controllers decide *which* flows; this module decides *what they look like*.
+//! and marks (docs/antrea-compat.md#registers-and-marks), and pure functions that build
+//! every flow tether installs. Controllers decide *which* flows; this module decides *what
+//! they look like*.
 //!
 //! ```text
 //!  0 Classifier ─► 1 EgressSecurity ─► 2 L2ForwardingCalc ─► 3 TrafficControl ─► 4 IngressSecurity ─► 5 Output
@@ -78,7 +79,7 @@ pub mod priority {
     pub const MISS: u16 = 0;
 }
 
-/// Register marks (reference antrea.md §3.1), as (register, value, mask).
+/// Register marks (docs/antrea-compat.md#registers-and-marks), as (register, value, mask).
 pub mod reg {
     /// `reg0[0..3]` packet source: 6 = came back through a TC return port.
     pub const FROM_TC_RETURN: (u8, u32, u32) = (0, 0x6, 0xf);

@@ -33,7 +33,7 @@ fn returned_packets_skip_marks() {
         .iter()
         .find(|f| f.key.table == table::TRAFFIC_CONTROL && f.key.priority == priority::HIGH)
         .unwrap();
-    // reg0=0x200006/0x60000f (reference antrea.md §3.3 common flow 3).
+    // reg0=0x200006/0x60000f (docs/antrea-compat.md#trafficcontrol-flows, common flow 3).
     assert_eq!(
         ret.key.match_.fields(),
         &[MatchField::Reg {

@@ -1,5 +1,5 @@
 //! What the running daemon tells `tether status` and a Prometheus scraper, and the unix
-//! socket it tells it over (DESIGN §2 `--state-socket`).
+//! socket it tells it over (`--state-socket`; docs/design.md#the-state-socket).
 //!
 //! Protocol: one request per connection. The client writes one line, `status` or
 //! `metrics`, and reads until EOF: a [`Snapshot`] as JSON, or Prometheus text format

@@ -1,9 +1,10 @@
-//! A real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, the userspace `netdev` datapath, or
-//! the kernel's with `TETHER_TEST_DATAPATH=system`: see [`datapath`]) in a private network
-//! namespace, with every socket, pid file, log and the database in a private
-//! temp dir. One namespace per sandbox: two vswitchds in one namespace clash over the
-//! `ovs-netdev` tap (ovs-recipe.md §1). Dropping the sandbox stops the daemons, kills
-//! whatever is left in the namespace, deletes it and removes the dir — also on panic.
+//! A real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, the userspace `netdev` datapath,
+//! or the kernel's with `TETHER_TEST_DATAPATH=system`: see [`datapath`]) in a private
+//! network namespace, with every socket, pid file, log and the database in a private temp
+//! dir. One namespace per sandbox: two vswitchds in one namespace clash over the
+//! `ovs-netdev` tap (docs/datapath.md#8-test-harness). Dropping the sandbox stops the
+//! daemons, kills whatever is left in the namespace, deletes it and removes the dir — also
+//! on panic.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,13 +14,13 @@ use super::{Netns, pid_alive, run, try_run, unique_suffix, wait_for};
 
 pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 /// Seconds for every ovs-vsctl/ovs-ofctl/ovs-appctl call: without it they hang forever
-/// while vswitchd is down (ovs-recipe.md §5).
+/// while vswitchd is down (docs/datapath.md#8-test-harness).
 pub const TOOL_TIMEOUT: &str = "10";
 
 /// The datapath type every test uses: `TETHER_TEST_DATAPATH`, `netdev` by default (these
 /// machines' kernels have no openvswitch module). `system` needs the module and fails
 /// loudly without it, rather than timing out on bridges that never get a datapath_id
-/// (docs/datapath.md §8).
+/// (docs/datapath.md#8-test-harness).
 pub fn datapath() -> &'static str {
     static DP: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
     DP.get_or_init(|| match std::env::var("TETHER_TEST_DATAPATH").as_deref() {

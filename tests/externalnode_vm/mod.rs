@@ -2,7 +2,7 @@
 //! the sandbox namespace is the VM (ovs-vswitchd runs there) with `eth1` (02:00:00:00:01:10,
 //! MTU 1450, 192.0.2.10/24, 2001:db8:1::10/64, default routes via the peer) and `eth2`
 //! (198.51.100.10/24, 2001:db8:3::10/64), veths to a `peer` namespace; IPv6 DAD off in both
-//! (ovs-recipe.md §2 pitfall D), tx offload off on the peer ends (pitfall C). Plus the
+//! and tx offload off on the peer ends (docs/datapath.md#8-test-harness). Plus the
 //! probes: `ip -j` snapshots, pings, a TCP transfer, flow and OVSDB readers.
 
 #![allow(dead_code)]

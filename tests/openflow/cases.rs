@@ -27,7 +27,8 @@ use tether::openflow::oxm::{MatchField, values};
 const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0a];
 const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0b];
 
-/// The TC mark flow of reference antrea.md §3.3 plus a spread of match fields.
+/// The TC mark flow of docs/antrea-compat.md#trafficcontrol-flows plus a spread of match
+/// fields.
 pub fn tcp_flow() -> Flow {
     Flow::new(2, 200)
         .matching(MatchField::InPort(5))

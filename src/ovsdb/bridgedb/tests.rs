@@ -10,7 +10,7 @@ fn json_of(ops: &[Op]) -> Vec<String> {
 
 #[test]
 fn vxlan_tunnel_port_exact() {
-    // Reference antrea.md §2.6: a TC VXLAN target.
+    // docs/antrea-compat.md#example-transactions: a TC VXLAN target.
     let spec = PortSpec::new(
         "vxlan-d3622b",
         PortKind::Tunnel {
