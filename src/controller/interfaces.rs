@@ -1,5 +1,5 @@
 //! The interface store: what the bridge's ports mean to tether, rebuilt from OVSDB alone
-//! (DESIGN §3, Antrea `initInterfaceStore`). Pure: `PortData` rows in, a typed index out.
+//! (docs/design.md#the-interface-store, Antrea `initInterfaceStore`). Pure: `PortData` rows in, a typed index out.
 //!
 //! Ports are classified by `external_ids`: `antrea-type` = `traffic-control`, `uplink` or
 //! `host` are tether's own; a Pod port carries `container-id` + `pod-name` +

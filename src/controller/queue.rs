@@ -1,4 +1,4 @@
-//! The controllers' work queue (DESIGN §4), with client-go workqueue semantics: keys, not
+//! The controllers' work queue (docs/design.md#threads; backoff values: docs/antrea-compat.md#timers-and-retries), with client-go workqueue semantics: keys, not
 //! events, are queued (level-triggered: `sync(key)` reads current state); a key is queued
 //! at most once; a key is never handed to two workers at once; a key added while a worker
 //! syncs it is handed out again after that worker calls [`WorkQueue::done`]; a failed key

@@ -1,5 +1,5 @@
 //! The ExternalNode controller (Antrea `pkg/agent/externalnode/external_node_controller.go`,
-//! with the fixes of DESIGN §6): it attaches the VM's NIC to the OVS bridge and gives it back.
+//! with the fixes of docs/design.md#crash-safe-takeover-and-restore): it attaches the VM's NIC to the OVS bridge and gives it back.
 //!
 //! Owns: finding the NIC that holds `spec.interfaces[0].ips` and judging whether it may be
 //! taken over at all (`verdict`: loopback, the bridge, other OVS ports, bond slaves and

@@ -1,4 +1,4 @@
-//! The step record that makes takeover and restore crash-safe (DESIGN §6): before each
+//! The step record that makes takeover and restore crash-safe (docs/design.md#crash-safety-the-step-record): before each
 //! step, the controller writes what it is about to do — together with the NIC's captured
 //! MAC, MTU, addresses and routes — as JSON into the Bridge row's external_ids under
 //! [`RECORD_KEY`]. After a crash, `recover()` reads it back and rolls a takeover back, or

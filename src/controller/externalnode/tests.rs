@@ -1,4 +1,4 @@
-//! Unit tests with fakes: Antrea's seed cases (reference antrea.md §7), rollback at every
+//! Unit tests with fakes: Antrea's seed cases (docs/antrea-compat.md#seed-test-cases), rollback at every
 //! step, and recovery from every recorded step.
 //!
 //! `Sim` plays OVS on top of the recording `FakeBridge`: an internal port gets a netdev in

@@ -238,7 +238,7 @@ pub struct EnStatus {
 }
 
 /// The ExternalEntity name exactly as Antrea derives it (`GenExternalEntityName`,
-/// reference antrea.md §1.3): the EN name when the interface has no name, else
+/// docs/antrea-compat.md#externalentity-name): the EN name when the interface has no name, else
 /// `<en>-<first 5 hex digits of sha1(interface name)>`.
 pub fn external_entity_name(en_name: &str, if_name: &str) -> String {
     if if_name.is_empty() {
@@ -249,7 +249,7 @@ pub fn external_entity_name(en_name: &str, if_name: &str) -> String {
     format!("{en_name}-{}", &hex[..5])
 }
 
-/// The host port's external_ids (reference antrea.md §2.7, Antrea `GetOVSAttachInfo`):
+/// The host port's external_ids (docs/antrea-compat.md#port-external-ids, Antrea `GetOVSAttachInfo`):
 /// empty values are left out; IPs comma-joined in the order given.
 pub fn host_external_ids(
     uplink: &str,

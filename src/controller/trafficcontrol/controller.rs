@@ -316,7 +316,7 @@ impl TcController {
                 }
                 None => None,
             };
-            // Ports this TC used before and no longer does (DESIGN §6: the OLD return port).
+            // Ports this TC used before and no longer does (docs/design.md#the-old-return-port-is-released).
             let previous: Vec<String> = {
                 let st = lock(&self.state);
                 st.tcs
@@ -378,7 +378,8 @@ impl TcController {
         Ok(())
     }
 
-    /// Create the TC port if missing (reusing only a `traffic-control` port, DESIGN §6),
+    /// Create the TC port if missing (reusing only a `traffic-control` port:
+    /// docs/design.md#only-traffic-control-ports-are-reused),
     /// read its ofport fresh and set no-flood on it.
     fn ensure_port(&self, ifs: &Interfaces, p: &TcPort) -> Result<(String, u32), SyncError> {
         let name = port_name(p);

@@ -1,5 +1,5 @@
 //! The TrafficControl controller (Antrea `pkg/agent/controller/trafficcontrol`, with the
-//! fixes of DESIGN §6): `ports` (names and OVSDB rows), `select` (selection and the
+//! fixes of docs/design.md#where-tether-differs-from-antrea-and-why): `ports` (names and OVSDB rows), `select` (selection and the
 //! effective rule), `controller` (sync per TC through the `Bridge` and `Flows` traits).
 
 mod controller;

@@ -1,4 +1,4 @@
-//! TrafficControl ports: their names, byte-identical to Antrea's (reference antrea.md §5),
+//! TrafficControl ports: their names, byte-identical to Antrea's (docs/antrea-compat.md#trafficcontrol-port-names),
 //! and the OVSDB rows they become (§2.2: the option keys and formats Antrea writes).
 //! Pure: a `TcPort` in, a name and a `PortSpec` out.
 
@@ -242,7 +242,7 @@ mod tests {
         })
     }
 
-    /// Reference antrea.md §5 (Antrea's `TestGenTunnelPortName` and the table computed
+    /// docs/antrea-compat.md#test-vectors (Antrea's `TestGenTunnelPortName` and the table computed
     /// with the reference Python).
     #[test]
     fn names_match_antrea_vectors() {

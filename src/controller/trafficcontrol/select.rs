@@ -1,7 +1,7 @@
 //! Which Pods a TrafficControl applies to, and which TC is *effective* for a Pod when
 //! several select it. Pure over store snapshots.
 //!
-//! Effective rule (DESIGN §6, fixing Antrea's random `PopAny`): among the valid TCs that
+//! Effective rule (docs/design.md#effective-trafficcontrol-per-pod, fixing Antrea's random `PopAny`): among the valid TCs that
 //! select a Pod, the oldest by `creationTimestamp` wins, ties broken by name. It depends only
 //! on the stores, so every worker and every restart reaches the same answer.
 //!

@@ -1,6 +1,6 @@
-//! The seed's cases (reference antrea.md §7: add ×11, update ×5, shared target port, Pod
+//! The seed's cases (docs/antrea-compat.md#seed-test-cases: add ×11, update ×5, shared target port, Pod
 //! port appearing later, Pod and Namespace label moves, Pod delete) plus one case per
-//! DESIGN §6 fix, with recording fakes of OVSDB and OpenFlow.
+//! fix of docs/design.md#where-tether-differs-from-antrea-and-why, with recording fakes of OVSDB and OpenFlow.
 
 use std::sync::Arc;
 
@@ -578,7 +578,7 @@ fn pod_delete_removes_its_flows() {
     assert!(e.marks("tc1").is_empty());
 }
 
-// ---- DESIGN §6 fixes -----------------------------------------------------------------
+// ---- fixes (docs/design.md#where-tether-differs-from-antrea-and-why) --------
 
 #[test]
 fn fix_changing_the_return_port_releases_the_old_one() {
