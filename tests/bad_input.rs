@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use tether::config::parse_run;
-use tether::k8s::crd::{Direction, TcPort};
+use tether::k8s::crd::{TcDirection, TcPort};
 use tether::k8s::kubeconfig::parse_kubeconfig;
 use tether::k8s::manifests::parse_file;
 use tether::k8s::types::Kind;
@@ -170,7 +170,7 @@ fn tc_cases() -> Vec<TcCase> {
 fn assert_good_tc(tc: &TrafficControl, name: &str) {
     assert_eq!(tc.metadata.name, name);
     let s = tc.spec.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(s.direction, Direction::Ingress);
+    assert_eq!(s.direction, TcDirection::Ingress);
     assert_eq!(
         s.target_port,
         TcPort::Device {

@@ -129,8 +129,8 @@ pub struct TrafficControl {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrafficControlSpec {
     pub applied_to: AppliedTo,
-    pub direction: Direction,
-    pub action: Action,
+    pub direction: TcDirection,
+    pub action: TcAction,
     pub target_port: TcPort,
     pub return_port: Option<TcPort>,
 }
@@ -158,14 +158,14 @@ impl AppliedTo {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub enum TcDirection {
     Ingress,
     Egress,
     Both,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum TcAction {
     Mirror,
     Redirect,
 }
@@ -307,9 +307,9 @@ fn validate_tc_spec(w: &TcSpecWire) -> Result<TrafficControlSpec, ValidationErro
             "spec.direction",
             d,
             &[
-                ("Ingress", Direction::Ingress),
-                ("Egress", Direction::Egress),
-                ("Both", Direction::Both),
+                ("Ingress", TcDirection::Ingress),
+                ("Egress", TcDirection::Egress),
+                ("Both", TcDirection::Both),
             ],
         )
     });
@@ -317,7 +317,10 @@ fn validate_tc_spec(w: &TcSpecWire) -> Result<TrafficControlSpec, ValidationErro
         e.one_of(
             "spec.action",
             a,
-            &[("Mirror", Action::Mirror), ("Redirect", Action::Redirect)],
+            &[
+                ("Mirror", TcAction::Mirror),
+                ("Redirect", TcAction::Redirect),
+            ],
         )
     });
     let target_port = e

@@ -32,8 +32,8 @@ pub mod yaml;
 
 pub use backoff::BackoffConfig;
 pub use crd::{
-    Action, AppliedTo, Direction, ErspanTunnel, ErspanVersion, ExternalNode, ExternalNodeSpec,
-    GreTunnel, NetworkInterface, TcPort, TrafficControl, TrafficControlSpec, UdpTunnel,
+    AppliedTo, ErspanTunnel, ErspanVersion, ExternalNode, ExternalNodeSpec, GreTunnel,
+    NetworkInterface, TcAction, TcDirection, TcPort, TrafficControl, TrafficControlSpec, UdpTunnel,
 };
 pub use error::KubeError;
 pub use http::{Client, HttpConfig};

@@ -10,6 +10,7 @@
 //! Output's miss is `NORMAL`, so unknown and broadcast destinations still flow (TC ports
 //! are kept out of flooding by no-flood), and so does everything while a table is empty.
 
+use crate::k8s::{TcAction, TcDirection};
 use crate::openflow::consts::port;
 use crate::openflow::oxm::Mac;
 use crate::openflow::{Action, Flow, MatchField};
@@ -164,19 +165,6 @@ pub fn l2_port_flow(mac: Mac, ofport: u32) -> Flow {
             load(reg::OUTPUT_TO_PORT),
         ])
         .goto(table::TRAFFIC_CONTROL)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TcDirection {
-    Ingress,
-    Egress,
-    Both,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TcAction {
-    Mirror,
-    Redirect,
 }
 
 /// A TrafficControl's mark flows (Antrea `InstallTrafficControlMarkFlows`): for each Pod

@@ -1,125 +1,31 @@
-//! `TcController::sync(name)`: level-triggered reconciliation of one TrafficControl —
-//! snapshot the stores and the interface store, ensure its target (and return) port,
-//! compute its effective Pods and install exactly their mark flows in one bundle; release
-//! ports nobody references any more. The controller keeps only what it installed
-//! (per TC: ports, owner) and errors for status; the truth is the stores and OVSDB.
+//! `TcController::sync(name)`: level-triggered reconciliation of one TrafficControl.
+//! Snapshot (the stores, the interface store) → plan (`plan`: port steps, flows, ports to
+//! release; pure) → apply through the `Bridge` and `Flows` traits: every port to create in
+//! one OVSDB transaction, the ofports of just-created ports in one more (the others come
+//! from the snapshot), no-flood for all at once, and the TC's mark and return flows as ONE
+//! atomic bundle → record what was installed. The controller keeps only that record (per
+//! TC: ports, owner) and errors for status; the truth is the stores and OVSDB.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use super::device;
-use super::ports::{port_name, port_spec, tunnel_identity};
+use super::error::{SyncError, TcStatus};
+use super::plan::{PortPlan, PortStep, plan_flows, plan_port, plan_release};
+use super::ports::port_name;
 use super::select;
-use crate::controller::Bridge;
-use crate::controller::Flows;
 use crate::controller::interfaces::{Interfaces, Role};
-use crate::k8s::{Action, Direction, Stores, TcPort, TrafficControl, ValidationError};
-use crate::netlink::{LinkError, Links};
+use crate::controller::{Bridge, Flows};
+use crate::k8s::{Stores, TcPort, TrafficControl, TrafficControlSpec};
+use crate::netlink::Links;
 use crate::openflow::{Category, OfError, Owner};
-use crate::ovsdb::{OvsdbError, PortKind};
-use crate::pipeline::{self, TcAction, TcDirection};
-
-/// Why a TrafficControl could not be synced; the message names the port or field.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SyncError {
-    Invalid(ValidationError),
-    /// A port with the TC port's name exists and is not a traffic-control port.
-    PortConflict {
-        port: String,
-        role: String,
-    },
-    Port {
-        port: String,
-        error: OvsdbError,
-    },
-    Flows(OfError),
-    /// A `device` target (or return port) the host uses itself (see `device`).
-    DeviceRefused {
-        tc: String,
-        device: String,
-        reason: String,
-    },
-    /// The kernel could not be asked about a `device` target (retried).
-    Link(LinkError),
-    /// An `ovsInternal` port's netdev could not be brought up (retried).
-    Up {
-        port: String,
-        error: LinkError,
-    },
-    /// The tunnel port would be the same tunnel to ovs-vswitchd as an existing port
-    /// (`tunnel_identity`), which refuses the second ("File exists").
-    TunnelClash {
-        port: String,
-        other: String,
-        other_tcs: Vec<String>,
-        identity: String,
-    },
-}
+use crate::ovsdb::{OvsdbError, PortSpec};
 
 /// How often and how long an `ovsInternal` port's netdev is waited for (Antrea: every 1 s
 /// for up to 5 s).
-pub const OVS_INTERNAL_UP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-pub const OVS_INTERNAL_UP_TRIES: u32 = 5;
-
-impl SyncError {
-    /// Only a new version of the object can fix it: retrying the same spec cannot.
-    pub fn is_permanent(&self) -> bool {
-        matches!(
-            self,
-            SyncError::Invalid(_) | SyncError::DeviceRefused { .. } | SyncError::TunnelClash { .. }
-        )
-    }
-}
-
-impl std::fmt::Display for SyncError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SyncError::Invalid(e) => write!(f, "invalid spec: {e}"),
-            SyncError::PortConflict { port, role } => write!(
-                f,
-                "port {port} exists on the bridge as a {role} port, not a traffic-control port; refusing to reuse it"
-            ),
-            SyncError::Port { port, error } => write!(f, "port {port}: {error}"),
-            SyncError::Flows(e) => write!(f, "flows: {e}"),
-            SyncError::DeviceRefused { tc, device, reason } => write!(
-                f,
-                "TrafficControl {tc}: refusing device {device} as a target or return port: {reason}"
-            ),
-            SyncError::Link(e) => write!(f, "checking a device target: {e}"),
-            SyncError::TunnelClash {
-                port,
-                other,
-                other_tcs,
-                identity,
-            } => write!(
-                f,
-                "port {port} would be the same tunnel ({identity}) as port {other}{}, and ovs-vswitchd allows only one: change the remote IP, key or port of one of them",
-                if other_tcs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" of TrafficControl {}", other_tcs.join(", "))
-                }
-            ),
-            SyncError::Up { port, error } => write!(
-                f,
-                "port {port}: cannot bring its netdev up (nothing sent to it would reach a capture): {error}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SyncError {}
-
-/// What `tether status` shows per TC.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TcStatus {
-    pub name: String,
-    pub effective_pods: Vec<String>,
-    pub target_port: Option<(String, u32)>,
-    pub return_port: Option<(String, u32)>,
-    pub flows: usize,
-    pub last_error: Option<String>,
-}
+const OVS_INTERNAL_UP_RETRY: Duration = Duration::from_secs(1);
+const OVS_INTERNAL_UP_TRIES: u32 = 5;
 
 #[derive(Default)]
 struct State {
@@ -157,21 +63,6 @@ pub struct TcController {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn direction(d: Direction) -> TcDirection {
-    match d {
-        Direction::Ingress => TcDirection::Ingress,
-        Direction::Egress => TcDirection::Egress,
-        Direction::Both => TcDirection::Both,
-    }
-}
-
-fn action(a: Action) -> TcAction {
-    match a {
-        Action::Mirror => TcAction::Mirror,
-        Action::Redirect => TcAction::Redirect,
-    }
 }
 
 impl TcController {
@@ -301,43 +192,19 @@ impl TcController {
             return Ok(());
         };
         let name = tc.metadata.name.as_str();
-        let (target, ret) = {
-            let _g = lock(&self.ports);
-            let ifs = self.bridge.interfaces();
-            let target = self.ensure_port(&ifs, &spec.target_port)?;
-            let ret = match &spec.return_port {
-                Some(p) => {
-                    let r = self.ensure_port(&ifs, p)?;
-                    let owner = lock(&self.state).owner(&format!("port:{}", r.0));
-                    self.flows
-                        .apply(owner, vec![pipeline::tc_return_flow(r.1)])
-                        .map_err(SyncError::Flows)?;
-                    Some(r)
-                }
-                None => None,
-            };
-            // Ports this TC used before and no longer does (docs/design.md#the-old-return-port-is-released).
-            let previous: Vec<String> = {
-                let st = lock(&self.state);
-                st.tcs
-                    .get(name)
-                    .map(|s| {
-                        s.target_port
-                            .iter()
-                            .chain(s.return_port.iter())
-                            .map(|(n, _)| n.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            for old in previous {
-                if old != target.0 && ret.as_ref().is_none_or(|r| r.0 != old) {
-                    self.release_port(&ifs, &old);
-                }
-            }
-            (target, ret)
-        };
+        // Port decisions (create, reuse, release) are serialized across workers: two TCs
+        // sharing a port must not both create it, nor one delete it while another adopts it.
+        let ports = lock(&self.ports);
         let ifs = self.bridge.interfaces();
+        let target = plan_port(&ifs, &spec.target_port, |p| self.tcs_using(p))?;
+        let ret = match &spec.return_port {
+            Some(p) => Some(plan_port(&ifs, p, |p| self.tcs_using(p))?),
+            None => None,
+        };
+        let plans: Vec<&PortPlan> = std::iter::once(&target).chain(ret.as_ref()).collect();
+        let ofports = self.apply_ports(&plans)?;
+        drop(ports);
+
         let pods = select::effective_pods(
             tc,
             spec,
@@ -345,32 +212,38 @@ impl TcController {
             &self.stores.namespaces,
             &self.stores.traffic_controls,
         );
-        let mut pod_names = Vec::new();
-        let mut ofports = Vec::new();
-        for p in &pods {
-            let key = p.metadata.key();
-            if let Some(of) = ifs.pod(&key).and_then(|i| i.ofport()) {
-                ofports.push(of);
-                pod_names.push(key);
-            }
-        }
-        ofports.sort_unstable();
-        let flows = pipeline::tc_mark_flows(
-            &ofports,
-            target.1,
-            direction(spec.direction),
-            action(spec.action),
+        let (pod_names, pod_ofports): (Vec<String>, Vec<u32>) = pods
+            .iter()
+            .filter_map(|p| {
+                let key = p.metadata.key();
+                let of = ifs.pod(&key).and_then(|i| i.ofport())?;
+                Some((key, of))
+            })
+            .unzip();
+        let ret_port = ret.as_ref().map(|r| (r.name.clone(), ofports[1]));
+        let ret_owner = ret_port
+            .as_ref()
+            .map(|(n, of)| (lock(&self.state).owner(&format!("port:{n}")), *of));
+        let flows = plan_flows(
+            &pod_ofports,
+            (self.owner_of(name), ofports[0]),
+            ret_owner,
+            spec.direction,
+            spec.action,
         );
-        let n = flows.len();
-        let owner = self.owner_of(name);
-        self.flows.apply(owner, flows).map_err(SyncError::Flows)?;
+        let n = flows.marks.1.len();
+        if let Some((_, e)) = self.flows.apply_many(flows.sets()).into_iter().next() {
+            return Err(SyncError::Flows(e));
+        }
+        let target_port = (target.name.clone(), ofports[0]);
+        self.release_previous(name, spec, &[&target.name]);
         lock(&self.state).tcs.insert(
             name.to_string(),
             TcStatus {
                 name: name.to_string(),
                 effective_pods: pod_names,
-                target_port: Some(target),
-                return_port: ret,
+                target_port: Some(target_port),
+                return_port: ret_port,
                 flows: n,
                 last_error: None,
             },
@@ -378,80 +251,99 @@ impl TcController {
         Ok(())
     }
 
-    /// Create the TC port if missing (reusing only a `traffic-control` port:
-    /// docs/design.md#only-traffic-control-ports-are-reused),
-    /// read its ofport fresh and set no-flood on it.
-    fn ensure_port(&self, ifs: &Interfaces, p: &TcPort) -> Result<(String, u32), SyncError> {
-        let name = port_name(p);
-        let perr = |error| SyncError::Port {
-            port: name.clone(),
-            error,
+    /// Carry out the port steps; the ports' ofports, in order. Creates go out in one
+    /// transaction, and only ports just created (or whose ofport the snapshot lacks) are
+    /// asked for theirs, in one more.
+    fn apply_ports(&self, plans: &[&PortPlan]) -> Result<Vec<u32>, SyncError> {
+        let port_err = |port: &str| {
+            let port = port.to_string();
+            move |error| SyncError::Port { port, error }
         };
-        let spec = port_spec(p);
-        match ifs.get(&name) {
-            Some(i) if i.role != Role::TrafficControl => {
-                return Err(SyncError::PortConflict {
-                    port: name.clone(),
-                    role: i.role.describe(),
-                });
-            }
-            Some(i) if matches!(&spec.kind, PortKind::Tunnel { kind, .. } if *kind != i.port.if_type) =>
-            {
-                // Same name, other type: an older tether wrote `gre`/`erspan` for an IPv6
-                // remote. The netdev must be re-created anyway: delete and create.
-                log::info!(
-                    "tc port={name} type {} -> {}; re-creating it",
-                    i.port.if_type,
-                    match &spec.kind {
-                        PortKind::Tunnel { kind, .. } => kind.as_str(),
-                        _ => "",
-                    }
-                );
-                self.bridge
-                    .delete_ports(std::slice::from_ref(i.uuid()))
-                    .map_err(perr)?;
-                self.bridge.create_port(&spec).map_err(perr)?;
-            }
-            Some(i) => {
-                // Same name, other options: written by an older tether (the ERSPAN
-                // hardware ID was decimal). Fixed in place, the ofport stays.
-                if let PortKind::Tunnel { options, .. } = &spec.kind {
-                    if i.port.options != *options {
-                        log::info!("tc port={name} options {:?} -> {options:?}", i.port.options);
-                        self.bridge
-                            .set_interface_options(&name, options)
-                            .map_err(perr)?;
-                    }
+        let mut create: Vec<PortSpec> = Vec::new();
+        for p in plans {
+            match &p.step {
+                PortStep::Keep { .. } => {}
+                PortStep::Create(spec) if create.iter().any(|c| c.name == spec.name) => {}
+                PortStep::Create(spec) => create.push(spec.clone()),
+                PortStep::Recreate { old, spec } => {
+                    log::info!("tc port={} type -> {:?}; re-creating it", p.name, spec.kind);
+                    self.bridge
+                        .delete_ports(std::slice::from_ref(old))
+                        .map_err(port_err(&p.name))?;
+                    create.push(spec.clone());
                 }
-            }
-            None => {
-                if let PortKind::Tunnel { kind, options } = &spec.kind {
-                    let identity = tunnel_identity(kind, options);
-                    let clash = ifs.iter().find(|i| {
-                        i.port.name != name
-                            && identity.is_some()
-                            && tunnel_identity(&i.port.if_type, &i.port.options) == identity
-                    });
-                    if let Some(other) = clash {
-                        return Err(SyncError::TunnelClash {
-                            port: name.clone(),
-                            other: other.port.name.clone(),
-                            other_tcs: self.tcs_using(&other.port.name),
-                            identity: identity.unwrap_or_default(),
-                        });
-                    }
+                PortStep::SetOptions { options, .. } => {
+                    log::info!("tc port={} options -> {options:?}", p.name);
+                    self.bridge
+                        .set_interface_options(&p.name, options)
+                        .map_err(port_err(&p.name))?;
                 }
-                self.bridge.create_port(&spec).map_err(perr)?;
             }
         }
-        let ofport = self.bridge.ofport(&name).map_err(perr)?;
+        if !create.is_empty() {
+            // Named after the first port when the transaction fails as a whole.
+            self.bridge
+                .create_ports(&create)
+                .map_err(port_err(&create[0].name))?;
+        }
+        let mut unknown: Vec<String> = plans
+            .iter()
+            .filter(|p| p.known_ofport().is_none())
+            .map(|p| p.name.clone())
+            .collect();
+        // A return port that is also the target is one port.
+        unknown.dedup();
+        let fresh: HashMap<String, u32> = if unknown.is_empty() {
+            HashMap::new()
+        } else {
+            let ofports = self.bridge.ofports(&unknown).map_err(|e| SyncError::Port {
+                port: failed_port(&e).unwrap_or(&unknown[0]).to_string(),
+                error: e,
+            })?;
+            unknown.iter().cloned().zip(ofports).collect()
+        };
+        let ofports: Vec<u32> = plans
+            .iter()
+            .map(|p| {
+                p.known_ofport()
+                    .or_else(|| fresh.get(&p.name).copied())
+                    .unwrap_or_default()
+            })
+            .collect();
         self.flows
-            .set_no_flood(ofport, true)
+            .set_no_flood_many(&ofports, true)
             .map_err(SyncError::Flows)?;
-        if matches!(p, TcPort::OvsInternal { .. }) {
-            self.bring_up(&name)?;
+        for p in plans.iter().filter(|p| p.internal) {
+            self.bring_up(&p.name)?;
         }
-        Ok((name, ofport))
+        Ok(ofports)
+    }
+
+    /// Release the ports TC `name` used before and no longer does (`plan_release`).
+    fn release_previous(&self, name: &str, spec: &TrafficControlSpec, now: &[&str]) {
+        let mut now = now.to_vec();
+        let ret = spec.return_port.as_ref().map(port_name);
+        now.extend(ret.as_deref());
+        let previous: Vec<String> = lock(&self.state)
+            .tcs
+            .get(name)
+            .map(|s| {
+                s.target_port
+                    .iter()
+                    .chain(s.return_port.iter())
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _g = lock(&self.ports);
+        let release = plan_release(&previous, &now, &self.referenced_ports());
+        if release.is_empty() {
+            return;
+        }
+        let ifs = self.bridge.interfaces();
+        for port in release {
+            self.release_port(&ifs, &port);
+        }
     }
 
     /// An `ovsInternal` port's netdev must be up, or nothing sent to it reaches a capture
@@ -613,5 +505,13 @@ impl TcController {
     /// TC change: the other one may have gone).
     pub fn clashing(&self) -> BTreeSet<String> {
         lock(&self.state).clashing.clone()
+    }
+}
+
+/// The port an OVSDB error names, when it names one.
+fn failed_port(e: &OvsdbError) -> Option<&str> {
+    match e {
+        OvsdbError::PortFailed { name, .. } | OvsdbError::NotFound { name, .. } => Some(name),
+        _ => None,
     }
 }

@@ -10,9 +10,10 @@ use super::*;
 use crate::controller::Bridge;
 use crate::controller::route;
 use crate::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
+use crate::k8s::{TcAction, TcDirection};
 use crate::netlink::FakeLinks;
 use crate::openflow::{Flow, OfError};
-use crate::pipeline::{self, TcAction, TcDirection};
+use crate::pipeline;
 use crate::testing::{FakeBridge, FakeFlows};
 
 struct Env {

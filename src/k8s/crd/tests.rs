@@ -28,8 +28,8 @@ fn full_spec_decodes_to_typed_values() {
         "unknownField": 1
     }));
     let s = t.spec.unwrap();
-    assert_eq!(s.direction, Direction::Ingress);
-    assert_eq!(s.action, Action::Redirect);
+    assert_eq!(s.direction, TcDirection::Ingress);
+    assert_eq!(s.action, TcAction::Redirect);
     assert_eq!(
         s.target_port,
         TcPort::Vxlan(UdpTunnel {
