@@ -36,10 +36,20 @@ struct Attached {
     ids: BTreeMap<String, String>,
 }
 
-/// Ports created so far by this process in the operation being undone.
+/// What undoing has found so far: the NIC once renamed back (for the move), and every
+/// step's errors (undoing goes on after most of them: best effort).
+#[derive(Default)]
+struct Unwinding {
+    nic_link: Option<Result<Link, EnError>>,
+    errors: Vec<EnError>,
+}
+
+/// What this process made so far in the operation being done or undone: the ports, and
+/// their ofports (host, uplink) once known.
 #[derive(Default)]
 struct Made {
     ports: Vec<Uuid>,
+    ofports: Option<(u32, u32)>,
 }
 
 pub struct EnController {
@@ -689,6 +699,8 @@ impl EnController {
         self.clear_record()
     }
 
+    /// Run the takeover's steps as `Phase::Takeover.steps()` lists them: before each, the
+    /// record names it (the first one `takeover` wrote already); after each, a crash point.
     fn takeover_steps(
         &self,
         rec: &mut Record,
@@ -697,18 +709,43 @@ impl EnController {
         namespace: &str,
         ips: &[IpAddr],
     ) -> Result<(), EnError> {
-        let (nic, uplink) = (rec.nic.clone(), rec.uplink.clone());
-        let ifindex = rec.config.ifindex;
-        let links = self.links.as_ref();
+        for (i, step) in Phase::Takeover.steps().into_iter().enumerate() {
+            if i > 0 {
+                rec.step = step;
+                self.write_record(rec)?;
+            }
+            match step {
+                Step::Rename => self.take_rename(rec)?,
+                Step::Ports => self.take_ports(rec, made, entity, namespace, ips)?,
+                Step::Move => self.take_move(rec)?,
+                Step::Flows => self.take_flows(rec, made)?,
+            }
+            crash_point(Phase::Takeover, step);
+        }
+        Ok(())
+    }
 
-        links
-            .rename(ifindex, &uplink)
+    /// Rename the NIC to its uplink name.
+    fn take_rename(&self, rec: &Record) -> Result<(), EnError> {
+        let (nic, uplink) = (&rec.nic, &rec.uplink);
+        self.links
+            .rename(rec.config.ifindex, uplink)
             .map_err(link_err(format!("rename {nic} to {uplink}")))?;
-        crash_point(Phase::Takeover, Step::Rename);
+        Ok(())
+    }
 
-        rec.step = Step::Ports;
-        self.write_record(rec)?;
-        let up_spec = PortSpec::new(&uplink, PortKind::System)
+    /// Create the uplink port (the renamed NIC) and the host port (an internal port with
+    /// the NIC's name, MAC and MTU), and learn their ofports.
+    fn take_ports(
+        &self,
+        rec: &Record,
+        made: &mut Made,
+        entity: &str,
+        namespace: &str,
+        ips: &[IpAddr],
+    ) -> Result<(), EnError> {
+        let (nic, uplink) = (&rec.nic, &rec.uplink);
+        let up_spec = PortSpec::new(uplink, PortKind::System)
             .with_external_ids(BTreeMap::from([("antrea-type".into(), "uplink".into())]));
         let up_uuid = self
             .bridge
@@ -717,11 +754,11 @@ impl EnController {
         made.ports.push(up_uuid.clone());
         let uplink_of = self
             .bridge
-            .ofport(&uplink)
+            .ofport(uplink)
             .map_err(ovs_err(format!("ofport of uplink port {uplink}")))?;
         let mac = rec.config.mac.as_ref().map(format_mac);
-        let mut host_spec = PortSpec::new(&nic, PortKind::Internal { mac })
-            .with_external_ids(host_external_ids(&uplink, &up_uuid, entity, namespace, ips));
+        let mut host_spec = PortSpec::new(nic, PortKind::Internal { mac })
+            .with_external_ids(host_external_ids(uplink, &up_uuid, entity, namespace, ips));
         host_spec.mtu_request = Some(rec.config.mtu);
         let host_uuid = self
             .bridge
@@ -730,14 +767,20 @@ impl EnController {
         made.ports.push(host_uuid);
         let host_of = self
             .bridge
-            .ofport(&nic)
+            .ofport(nic)
             .map_err(ovs_err(format!("ofport of host port {nic}")))?;
-        crash_point(Phase::Takeover, Step::Ports);
+        made.ofports = Some((host_of, uplink_of));
+        Ok(())
+    }
 
-        rec.step = Step::Move;
-        self.write_record(rec)?;
+    /// Give the host port the NIC's sysctls, addresses and routes, and check that it is
+    /// the NIC to the outside (`identity`).
+    fn take_move(&self, rec: &Record) -> Result<(), EnError> {
+        let (nic, uplink) = (&rec.nic, &rec.uplink);
+        let ifindex = rec.config.ifindex;
+        let links = self.links.as_ref();
         let host = links
-            .link_by_name(&nic)
+            .link_by_name(nic)
             .map_err(link_err(format!("find host port netdev {nic}")))?;
         if host.index == ifindex {
             return Err(EnError::Link {
@@ -762,19 +805,21 @@ impl EnController {
             nic: nic.clone(),
             error,
         })?;
-        self.verify_identity(rec)?;
-        crash_point(Phase::Takeover, Step::Move);
+        self.verify_identity(rec)
+    }
 
-        rec.step = Step::Flows;
-        self.write_record(rec)?;
+    /// The uplink pair's flows, with the ofports the ports step learnt.
+    fn take_flows(&self, rec: &Record, made: &Made) -> Result<(), EnError> {
+        let (nic, uplink) = (&rec.nic, &rec.uplink);
+        let Some((host_of, uplink_of)) = made.ofports else {
+            return self.install_pair(nic, uplink);
+        };
         self.flows
-            .apply(nic_owner(&nic), uplink_pair_flows(host_of, uplink_of))
+            .apply(nic_owner(nic), uplink_pair_flows(host_of, uplink_of))
             .map_err(|error| EnError::Flows {
                 op: format!("uplink flows {nic}<->{uplink}"),
                 error,
-            })?;
-        crash_point(Phase::Takeover, Step::Flows);
-        Ok(())
+            })
     }
 
     /// The identity facts of an attached NIC (see `identity`), read now.
@@ -887,6 +932,7 @@ impl EnController {
                 .into_iter()
                 .flatten()
                 .collect(),
+            ofports: None,
         };
         self.unwind(rec, &made)
     }
@@ -921,76 +967,111 @@ impl EnController {
     fn unwind(&self, mut rec: Record, made: &Made) -> Result<(), EnError> {
         let phase = rec.phase;
         let restoring = phase == Phase::Restore;
-        let (nic, uplink) = (rec.nic.clone(), rec.uplink.clone());
-        let ifindex = rec.config.ifindex;
-        let links = self.links.as_ref();
-        let mut errors = Vec::new();
-        let step = |rec: &mut Record, s: Step, errors: &mut Vec<EnError>| {
+        let mut u = Unwinding::default();
+        // Undoing runs the restore's steps whichever phase it undoes; only a restore
+        // records them (a rolled-back takeover keeps its record until the end).
+        for step in Phase::Restore.steps() {
             if restoring {
-                rec.step = s;
-                if let Err(e) = self.write_record(rec) {
-                    errors.push(e);
+                rec.step = step;
+                if let Err(e) = self.write_record(&rec) {
+                    u.errors.push(e);
                 }
             } else {
-                self.set_step(format!("rollback:{}", s.name()));
+                self.set_step(format!("rollback:{}", step.name()));
             }
-        };
+            match step {
+                Step::Flows => self.undo_flows(&rec, &mut u),
+                Step::Ports => {
+                    // Never rename a NIC the datapath still holds (docs/datapath.md): it
+                    // would keep the VM's addresses while OVS takes its frames. The
+                    // record stays; retried.
+                    if !self.undo_ports(&rec, made, &mut u) {
+                        return many(u.errors);
+                    }
+                }
+                Step::Rename => self.undo_rename(&rec, &mut u),
+                Step::Move => self.undo_move(&rec, &mut u),
+            }
+            if restoring {
+                crash_point(phase, step);
+            }
+        }
+        if u.errors.is_empty() {
+            // The NIC is itself again: the network manager may have it back. (Not while
+            // any step failed: the uplink may still be called <nic>~, and must stay
+            // unmanaged until it is not.)
+            self.release_host_network(&rec.nic);
+            self.clear_record()?;
+            log::info!(
+                "externalnode {} done nic={}",
+                match phase {
+                    Phase::Takeover => "rollback",
+                    Phase::Restore => "restore",
+                },
+                rec.nic
+            );
+        }
+        many(u.errors)
+    }
 
-        step(&mut rec, Step::Flows, &mut errors);
-        if let Err(error) = self.flows.remove(nic_owner(&nic)) {
-            errors.push(EnError::Flows {
-                op: format!("remove uplink flows of {nic}"),
+    fn undo_flows(&self, rec: &Record, u: &mut Unwinding) {
+        if let Err(error) = self.flows.remove(nic_owner(&rec.nic)) {
+            u.errors.push(EnError::Flows {
+                op: format!("remove uplink flows of {}", rec.nic),
                 error,
             });
         }
-        if restoring {
-            crash_point(phase, Step::Flows);
-        }
+    }
 
-        step(&mut rec, Step::Ports, &mut errors);
+    /// Delete the host and uplink ports (those made now, and those OVSDB shows); false
+    /// when the datapath still holds the NIC, and undoing must stop here.
+    fn undo_ports(&self, rec: &Record, made: &Made, u: &mut Unwinding) -> bool {
+        let (nic, uplink) = (&rec.nic, &rec.uplink);
         let ifs = self.bridge.interfaces();
         let mut ports = made.ports.clone();
-        for (name, role) in [(&nic, Role::Host), (&uplink, Role::Uplink)] {
+        for (name, role) in [(nic, Role::Host), (uplink, Role::Uplink)] {
             if let Some(i) = ifs.get(name).filter(|i| i.role == role) {
                 if !ports.contains(i.uuid()) {
                     ports.push(i.uuid().clone());
                 }
             }
         }
-        self.delete_applied(&ports, &nic, &uplink, &mut errors);
-        if let Err(e) = self.wait_host_netdev_gone(&nic, ifindex) {
-            errors.push(e);
+        self.delete_applied(&ports, nic, uplink, &mut u.errors);
+        if let Err(e) = self.wait_host_netdev_gone(nic, rec.config.ifindex) {
+            u.errors.push(e);
         }
-        // Never rename a NIC the datapath still holds (docs/datapath.md): it would keep
-        // the VM's addresses while OVS takes its frames. The record stays; retried.
-        if let Err(e) = self.wait_nic_released(ifindex) {
-            errors.push(e);
-            return many(errors);
+        match self.wait_nic_released(rec.config.ifindex) {
+            Ok(()) => true,
+            Err(e) => {
+                u.errors.push(e);
+                false
+            }
         }
-        if restoring {
-            crash_point(phase, Step::Ports);
-        }
+    }
 
-        step(&mut rec, Step::Rename, &mut errors);
-        let nic_link = match links.link_by_index(ifindex) {
-            Ok(l) if l.name == nic || l.name == uplink => Ok(l),
+    /// Give the NIC its own name back (found by index, else by either name).
+    fn undo_rename(&self, rec: &Record, u: &mut Unwinding) {
+        let (nic, uplink) = (&rec.nic, &rec.uplink);
+        let links = self.links.as_ref();
+        let found = match links.link_by_index(rec.config.ifindex) {
+            Ok(l) if l.name == *nic || l.name == *uplink => Ok(l),
             _ => links
-                .link_by_name(&uplink)
-                .or_else(|_| links.link_by_name(&nic)),
+                .link_by_name(uplink)
+                .or_else(|_| links.link_by_name(nic)),
         };
-        let nic_link = match nic_link {
-            Ok(l) if l.name != nic => links
-                .rename(l.index, &nic)
+        u.nic_link = Some(match found {
+            Ok(l) if l.name != *nic => links
+                .rename(l.index, nic)
                 .map_err(link_err(format!("rename {} back to {nic}", l.name))),
             other => other.map_err(link_err(format!("find {nic} (or {uplink})"))),
-        };
-        if restoring {
-            crash_point(phase, Step::Rename);
-        }
+        });
+    }
 
-        step(&mut rec, Step::Move, &mut errors);
-        match nic_link {
-            Ok(l) => {
+    /// Put the NIC's captured sysctls, addresses and routes back on it.
+    fn undo_move(&self, rec: &Record, u: &mut Unwinding) {
+        let links = self.links.as_ref();
+        match u.nic_link.take() {
+            Some(Ok(l)) => {
                 // The NIC kept its own sysctls while attached; these steps only undo what
                 // was changed on the host port since (its values go back with the NIC).
                 let mut plan = match read_sysctls(links, &l.name) {
@@ -1002,33 +1083,15 @@ impl EnController {
                 };
                 plan.steps.extend(plan_move(&rec.config, None, &l).steps);
                 if let Err(errs) = apply_best_effort(links, &plan) {
-                    errors.push(EnError::Restore {
-                        nic: nic.clone(),
+                    u.errors.push(EnError::Restore {
+                        nic: rec.nic.clone(),
                         errors: errs,
                     });
                 }
             }
-            Err(e) => errors.push(e),
+            Some(Err(e)) => u.errors.push(e),
+            None => {}
         }
-        if restoring {
-            crash_point(phase, Step::Move);
-        }
-
-        if errors.is_empty() {
-            // The NIC is itself again: the network manager may have it back. (Not while
-            // any step failed: the uplink may still be called <nic>~, and must stay
-            // unmanaged until it is not.)
-            self.release_host_network(&nic);
-            self.clear_record()?;
-            log::info!(
-                "externalnode {} done nic={nic}",
-                match phase {
-                    Phase::Takeover => "rollback",
-                    Phase::Restore => "restore",
-                }
-            );
-        }
-        many(errors)
     }
 
     /// Delete the host and uplink ports and wait until ovs-vswitchd has applied it (a
