@@ -71,11 +71,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind tether watches, the one list of them: in this order the daemon starts
-    /// their watches, the manifests source applies them, and `tether status` shows them
-    /// (Namespaces first: a Pod's selection needs its Namespace's labels).
+    /// their watches, the manifests source applies them, `tether check` tries their RBAC
+    /// and `tether status` shows them.
     pub const ALL: [Kind; 4] = [
-        Kind::Namespace,
         Kind::Pod,
+        Kind::Namespace,
         Kind::TrafficControl,
         Kind::ExternalNode,
     ];
