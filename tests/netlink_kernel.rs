@@ -622,7 +622,7 @@ fn failed_move_rolls_back() {
         let mut plan = plan_move(&cfg, Some(&nic), &tgt);
         // Break the last route step: a gateway the target cannot reach (ENETUNREACH).
         let last = plan.steps.last_mut().unwrap();
-        let tether::netlink::Action::AddRoute(r) = &mut last.action else {
+        let tether::netlink::LinkChange::AddRoute(r) = &mut last.action else {
             panic!("last step is a route: {last}")
         };
         r.gateway = Some(ip("2001:db8:99::1"));

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use tether::netlink::{
-    Action, Addr, Call, FakeLinks, LinkError, Links, Plan, Prefix, Route, RouteProtocol, Scope,
+    Addr, Call, FakeLinks, LinkChange, LinkError, Links, Plan, Prefix, Route, RouteProtocol, Scope,
     apply, apply_best_effort, capture, plan_move,
 };
 
@@ -148,8 +148,8 @@ fn plan_move_table() {
     // Addresses and routes are re-pointed at the link each step names; labels follow.
     for s in &plan.steps {
         match &s.action {
-            Action::AddAddr(a) | Action::DelAddr(a) => assert_eq!(a.ifindex, s.ifindex),
-            Action::AddRoute(r) | Action::DelRoute(r) => assert_eq!(r.oif, s.ifindex),
+            LinkChange::AddAddr(a) | LinkChange::DelAddr(a) => assert_eq!(a.ifindex, s.ifindex),
+            LinkChange::AddRoute(r) | LinkChange::DelRoute(r) => assert_eq!(r.oif, s.ifindex),
             _ => {}
         }
     }
@@ -157,7 +157,7 @@ fn plan_move_table() {
         .steps
         .iter()
         .filter_map(|s| match &s.action {
-            Action::AddAddr(a) => Some(a.label.as_deref()),
+            LinkChange::AddAddr(a) => Some(a.label.as_deref()),
             _ => None,
         })
         .collect();
@@ -196,7 +196,7 @@ fn long_alias_label_falls_back_to_the_link_name() {
         .steps
         .iter()
         .filter_map(|s| match &s.action {
-            Action::AddAddr(a) if !a.is_ipv6() => Some(a.label.as_deref()),
+            LinkChange::AddAddr(a) if !a.is_ipv6() => Some(a.label.as_deref()),
             _ => None,
         })
         .collect();
@@ -216,7 +216,7 @@ fn labels_not_based_on_the_old_name_are_kept() {
         .steps
         .iter()
         .filter_map(|s| match &s.action {
-            Action::AddAddr(a) => Some(a.label.as_deref()),
+            LinkChange::AddAddr(a) => Some(a.label.as_deref()),
             _ => None,
         })
         .collect();
@@ -303,8 +303,8 @@ fn failure_at_each_step_rolls_back_everything() {
         let changed: Vec<&str> = plan.steps[..n]
             .iter()
             .filter(|s| match &s.action {
-                Action::DelRoute(_) => false,
-                Action::DelAddr(a) => !a.is_ipv6(),
+                LinkChange::DelRoute(_) => false,
+                LinkChange::DelAddr(a) => !a.is_ipv6(),
                 _ => true,
             })
             .map(|s| s.link.as_str())
@@ -324,7 +324,7 @@ fn rollback_errors_are_all_reported() {
         Some(&f.link_by_index(1).unwrap()),
         &f.link_by_index(2).unwrap(),
     );
-    // Step 5 fails; of the 5 undo calls that follow (steps 4..0 inverted), the 1st and 3rd
+    // LinkStep 5 fails; of the 5 undo calls that follow (steps 4..0 inverted), the 1st and 3rd
     // fail too.
     f.fail_call(
         5,
@@ -587,10 +587,10 @@ fn one_route_plan(prefsrc: &str) -> (FakeLinks, Plan) {
     let i = f.add_link("eth1", MAC, 1500, true);
     let mut r = Route::new(Prefix::new(ip("2001:db8:3::"), 48), i);
     r.prefsrc = Some(ip(prefsrc));
-    let step = tether::netlink::Step {
+    let step = tether::netlink::LinkStep {
         ifindex: i,
         link: "eth1".into(),
-        action: Action::AddRoute(r),
+        action: LinkChange::AddRoute(r),
     };
     (f, Plan { steps: vec![step] })
 }
@@ -643,7 +643,7 @@ fn a_route_with_an_ipv6_source_waits_for_dad() {
 fn other_route_errors_are_not_retried() {
     // An IPv4 source: EINVAL is final.
     let (f, mut plan) = one_route_plan("2001:db8:1::10");
-    if let Action::AddRoute(r) = &mut plan.steps[0].action {
+    if let LinkChange::AddRoute(r) = &mut plan.steps[0].action {
         r.dst = Prefix::new(ip("198.51.100.0"), 24);
         r.prefsrc = Some(ip("192.0.2.10"));
     }

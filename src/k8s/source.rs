@@ -22,7 +22,7 @@ use super::manifests::{self, ManifestsConfig};
 use super::store::{Change, Store, Stores};
 use super::types::{Kind, Namespace, Pod, Resource};
 use super::watch::{
-    BadEvent, Delta, Request, Step, WatchConfig, Watcher, bad_event_identity, decode_event,
+    BadEvent, Delta, Request, WatchConfig, WatchNext, Watcher, bad_event_identity, decode_event,
     decode_list,
 };
 use crate::heartbeat::{Heartbeats, Pulse};
@@ -355,14 +355,14 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
         }
         let now = Instant::now();
         let req = match w.poll(now) {
-            Step::Wait(at) => {
+            WatchNext::Wait(at) => {
                 ctx.pulse.idle();
                 match ctx.stop.recv_timeout(at.saturating_duration_since(now)) {
                     Err(RecvTimeoutError::Timeout) => continue,
                     _ => return,
                 }
             }
-            Step::Send(req) => req,
+            WatchNext::Send(req) => req,
         };
         let mut query = req.query();
         if let Some(fs) = &field_selector {

@@ -104,7 +104,7 @@ impl Request {
 
 /// What the driver does next: wait out a backoff, or send a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum WatchNext {
     Wait(Instant),
     Send(Request),
 }
@@ -208,13 +208,13 @@ impl<T: Resource> Watcher<T> {
     }
 
     /// What to do at `now`.
-    pub fn poll(&self, now: Instant) -> Step {
+    pub fn poll(&self, now: Instant) -> WatchNext {
         if let Some(t) = self.retry_at {
             if t > now {
-                return Step::Wait(t);
+                return WatchNext::Wait(t);
             }
         }
-        Step::Send(match &self.state {
+        WatchNext::Send(match &self.state {
             State::NeedList => Request::List {
                 limit: self.cfg.page_size,
                 continue_token: None,

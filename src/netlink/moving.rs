@@ -3,7 +3,7 @@
 //! Three parts, so the interesting one is pure:
 //! 1. [`capture`] reads a link's configuration through [`Links`]. Call it BEFORE the link
 //!    goes down: a link going down loses its IPv6 addresses and every non-kernel route.
-//! 2. [`plan_move`] turns a captured [`NicConfig`] into an ordered [`Plan`] of [`Step`]s,
+//! 2. [`plan_move`] turns a captured [`NicConfig`] into an ordered [`Plan`] of [`LinkStep`]s,
 //!    without touching anything (table-tested).
 //! 3. [`apply`] runs a plan; on the first failure it undoes, newest first, every step that
 //!    changed something and reports the failure together with every undo error.
@@ -129,9 +129,9 @@ pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)])
         .filter_map(|(key, value)| {
             let (_, was) = current.iter().find(|(k, _)| k == key)?;
             (was != value).then(|| {
-                Step::new(
+                LinkStep::new(
                     to,
-                    Action::SetSysctl {
+                    LinkChange::SetSysctl {
                         key: *key,
                         value: value.clone(),
                         was: was.clone(),
@@ -145,7 +145,7 @@ pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)])
 
 /// One change to one link.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub enum LinkChange {
     SetMtu {
         mtu: u32,
         was: u32,
@@ -164,24 +164,24 @@ pub enum Action {
     },
 }
 
-/// An [`Action`] on the link with index `ifindex`, called `link` when the plan was made.
+/// An [`LinkChange`] on the link with index `ifindex`, called `link` when the plan was made.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Step {
+pub struct LinkStep {
     pub ifindex: u32,
     pub link: String,
-    pub action: Action,
+    pub action: LinkChange,
 }
 
 /// Whether a step changed the system (and so must be undone on rollback).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+enum Effect {
     Changed,
     Unchanged,
 }
 
-impl Step {
-    fn new(link: &Link, action: Action) -> Step {
-        Step {
+impl LinkStep {
+    fn new(link: &Link, action: LinkChange) -> LinkStep {
+        LinkStep {
             ifindex: link.index,
             link: link.name.clone(),
             action,
@@ -189,25 +189,25 @@ impl Step {
     }
 
     /// The step that undoes this one.
-    pub fn inverse(&self) -> Step {
+    pub fn inverse(&self) -> LinkStep {
         let action = match &self.action {
-            Action::SetMtu { mtu, was } => Action::SetMtu {
+            LinkChange::SetMtu { mtu, was } => LinkChange::SetMtu {
                 mtu: *was,
                 was: *mtu,
             },
-            Action::SetUp => Action::SetDown,
-            Action::SetDown => Action::SetUp,
-            Action::AddAddr(a) => Action::DelAddr(a.clone()),
-            Action::DelAddr(a) => Action::AddAddr(a.clone()),
-            Action::AddRoute(r) => Action::DelRoute(r.clone()),
-            Action::DelRoute(r) => Action::AddRoute(r.clone()),
-            Action::SetSysctl { key, value, was } => Action::SetSysctl {
+            LinkChange::SetUp => LinkChange::SetDown,
+            LinkChange::SetDown => LinkChange::SetUp,
+            LinkChange::AddAddr(a) => LinkChange::DelAddr(a.clone()),
+            LinkChange::DelAddr(a) => LinkChange::AddAddr(a.clone()),
+            LinkChange::AddRoute(r) => LinkChange::DelRoute(r.clone()),
+            LinkChange::DelRoute(r) => LinkChange::AddRoute(r.clone()),
+            LinkChange::SetSysctl { key, value, was } => LinkChange::SetSysctl {
                 key: *key,
                 value: was.clone(),
                 was: value.clone(),
             },
         };
-        Step {
+        LinkStep {
             ifindex: self.ifindex,
             link: self.link.clone(),
             action,
@@ -228,48 +228,48 @@ impl Step {
         }
     }
 
-    fn run(&self, links: &dyn Links) -> Result<Outcome, LinkError> {
+    fn run(&self, links: &dyn Links) -> Result<Effect, LinkError> {
         let tolerate = |r: Result<(), LinkError>, ok_if: fn(&LinkError) -> bool| match r {
-            Ok(()) => Ok(Outcome::Changed),
-            Err(e) if ok_if(&e) => Ok(Outcome::Unchanged),
+            Ok(()) => Ok(Effect::Changed),
+            Err(e) if ok_if(&e) => Ok(Effect::Unchanged),
             Err(e) => Err(e),
         };
         let i = self.ifindex;
         match &self.action {
-            Action::SetMtu { mtu, .. } => links.set_mtu(i, *mtu).map(|()| Outcome::Changed),
-            Action::SetUp => links.set_up(i).map(|()| Outcome::Changed),
-            Action::SetDown => links.set_down(i).map(|()| Outcome::Changed),
-            Action::AddAddr(a) => tolerate(
+            LinkChange::SetMtu { mtu, .. } => links.set_mtu(i, *mtu).map(|()| Effect::Changed),
+            LinkChange::SetUp => links.set_up(i).map(|()| Effect::Changed),
+            LinkChange::SetDown => links.set_down(i).map(|()| Effect::Changed),
+            LinkChange::AddAddr(a) => tolerate(
                 links
                     .add_addr(a)
                     .map_err(|e| self.ipv6_cause(e, a.is_ipv6())),
                 LinkError::is_exists,
             ),
-            Action::DelAddr(a) => tolerate(links.del_addr(a), LinkError::is_not_found),
-            Action::AddRoute(r) => tolerate(
+            LinkChange::DelAddr(a) => tolerate(links.del_addr(a), LinkError::is_not_found),
+            LinkChange::AddRoute(r) => tolerate(
                 add_route_after_dad(links, r).map_err(|e| self.ipv6_cause(e, r.is_ipv6())),
                 LinkError::is_exists,
             ),
-            Action::SetSysctl { key, value, .. } => links
+            LinkChange::SetSysctl { key, value, .. } => links
                 .set_sysctl(&self.link, *key, value)
-                .map(|()| Outcome::Changed),
-            Action::DelRoute(r) => tolerate(links.del_route(r), LinkError::is_not_found),
+                .map(|()| Effect::Changed),
+            LinkChange::DelRoute(r) => tolerate(links.del_route(r), LinkError::is_not_found),
         }
     }
 }
 
-impl fmt::Display for Step {
+impl fmt::Display for LinkStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let l = &self.link;
         match &self.action {
-            Action::SetMtu { mtu, was } => write!(f, "set mtu {mtu} on {l} (was {was})"),
-            Action::SetUp => write!(f, "set {l} up"),
-            Action::SetDown => write!(f, "set {l} down"),
-            Action::AddAddr(a) => write!(f, "add address {a} to {l}"),
-            Action::DelAddr(a) => write!(f, "delete address {a} from {l}"),
-            Action::AddRoute(r) => write!(f, "add route {r} to {l}"),
-            Action::DelRoute(r) => write!(f, "delete route {r} from {l}"),
-            Action::SetSysctl { key, value, was } => write!(
+            LinkChange::SetMtu { mtu, was } => write!(f, "set mtu {mtu} on {l} (was {was})"),
+            LinkChange::SetUp => write!(f, "set {l} up"),
+            LinkChange::SetDown => write!(f, "set {l} down"),
+            LinkChange::AddAddr(a) => write!(f, "add address {a} to {l}"),
+            LinkChange::DelAddr(a) => write!(f, "delete address {a} from {l}"),
+            LinkChange::AddRoute(r) => write!(f, "add route {r} to {l}"),
+            LinkChange::DelRoute(r) => write!(f, "delete route {r} from {l}"),
+            LinkChange::SetSysctl { key, value, was } => write!(
                 f,
                 "set net.{}.conf.{l}.{}={value} (was {was})",
                 key.family(),
@@ -282,14 +282,14 @@ impl fmt::Display for Step {
 /// An ordered list of steps.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    pub steps: Vec<Step>,
+    pub steps: Vec<LinkStep>,
 }
 
 impl Plan {
     /// Every step inverted, last first.
     pub fn inverse(&self) -> Plan {
         Plan {
-            steps: self.steps.iter().rev().map(Step::inverse).collect(),
+            steps: self.steps.iter().rev().map(LinkStep::inverse).collect(),
         }
     }
 }
@@ -301,16 +301,16 @@ impl Plan {
 pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> Plan {
     let mut steps = Vec::new();
     if to.mtu != cfg.mtu {
-        steps.push(Step::new(
+        steps.push(LinkStep::new(
             to,
-            Action::SetMtu {
+            LinkChange::SetMtu {
                 mtu: cfg.mtu,
                 was: to.mtu,
             },
         ));
     }
     if !to.is_up() {
-        steps.push(Step::new(to, Action::SetUp));
+        steps.push(LinkStep::new(to, LinkChange::SetUp));
     }
     let addrs = addr_order(&cfg.addrs);
     // A route that cannot be re-created exactly is never re-created inexactly: a takeover
@@ -324,20 +324,23 @@ pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> Plan {
     let routes = route_order(&movable);
     if let Some(from) = from {
         for r in routes.iter().rev() {
-            steps.push(Step::new(from, Action::DelRoute(route_on(r, from))));
+            steps.push(LinkStep::new(from, LinkChange::DelRoute(route_on(r, from))));
         }
         for a in addrs.iter().rev() {
-            steps.push(Step::new(
+            steps.push(LinkStep::new(
                 from,
-                Action::DelAddr(addr_on(a, &cfg.name, from)),
+                LinkChange::DelAddr(addr_on(a, &cfg.name, from)),
             ));
         }
     }
     for a in &addrs {
-        steps.push(Step::new(to, Action::AddAddr(addr_on(a, &cfg.name, to))));
+        steps.push(LinkStep::new(
+            to,
+            LinkChange::AddAddr(addr_on(a, &cfg.name, to)),
+        ));
     }
     for r in &routes {
-        steps.push(Step::new(to, Action::AddRoute(route_on(r, to))));
+        steps.push(LinkStep::new(to, LinkChange::AddRoute(route_on(r, to))));
     }
     Plan { steps }
 }
@@ -422,7 +425,7 @@ fn add_route_after_dad(links: &dyn Links, r: &Route) -> Result<(), LinkError> {
 /// A step that failed and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepError {
-    pub step: Step,
+    pub step: LinkStep,
     pub error: LinkError,
 }
 
@@ -435,7 +438,7 @@ impl fmt::Display for StepError {
 /// What a successful [`apply`] changed, in order; [`Applied::undo`] reverts exactly that.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
-    pub changed: Vec<Step>,
+    pub changed: Vec<LinkStep>,
 }
 
 impl Applied {
@@ -482,8 +485,8 @@ pub fn apply(links: &dyn Links, plan: &Plan) -> Result<Applied, ApplyError> {
     let mut changed = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
         match step.run(links) {
-            Ok(Outcome::Changed) => changed.push(step.clone()),
-            Ok(Outcome::Unchanged) => {}
+            Ok(Effect::Changed) => changed.push(step.clone()),
+            Ok(Effect::Unchanged) => {}
             Err(error) => {
                 log::warn!(
                     "netlink plan failed step={index} op=\"{step}\" err={error}; rolling back"
@@ -510,8 +513,8 @@ pub fn apply_best_effort(links: &dyn Links, plan: &Plan) -> Result<Applied, Vec<
     let mut errors = Vec::new();
     for step in &plan.steps {
         match step.run(links) {
-            Ok(Outcome::Changed) => changed.push(step.clone()),
-            Ok(Outcome::Unchanged) => {}
+            Ok(Effect::Changed) => changed.push(step.clone()),
+            Ok(Effect::Unchanged) => {}
             Err(error) => {
                 log::warn!("netlink step failed op=\"{step}\" err={error}");
                 errors.push(StepError {
@@ -528,7 +531,7 @@ pub fn apply_best_effort(links: &dyn Links, plan: &Plan) -> Result<Applied, Vec<
     }
 }
 
-fn undo(links: &dyn Links, changed: &[Step]) -> Vec<StepError> {
+fn undo(links: &dyn Links, changed: &[LinkStep]) -> Vec<StepError> {
     let mut errors = Vec::new();
     for step in changed.iter().rev() {
         let inverse = step.inverse();

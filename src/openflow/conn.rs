@@ -106,7 +106,7 @@ impl Conn {
         let (ev_tx, ev_rx) = bounded(64);
         let status = Arc::new((Mutex::new(Status::default()), Condvar::new()));
         let socket = path.display().to_string();
-        let owner = Owner {
+        let owner = SocketThread {
             path: path.to_path_buf(),
             socket: socket.clone(),
             opts: opts.clone(),
@@ -323,7 +323,7 @@ enum Served {
     Lost(OfError),
 }
 
-struct Owner {
+struct SocketThread {
     path: PathBuf,
     socket: String,
     opts: ConnOptions,
@@ -337,7 +337,7 @@ struct Owner {
     backoff: Backoff,
 }
 
-impl Owner {
+impl SocketThread {
     fn run(mut self) {
         let mut retry_at = Instant::now();
         loop {

@@ -148,7 +148,7 @@ impl Client {
         });
         let (cmd_tx, cmd_rx) = bounded(256);
         let (ev_tx, ev_rx) = bounded(1024);
-        let owner = Owner {
+        let owner = SocketThread {
             remote: remote.clone(),
             opts: opts.clone(),
             shared: shared.clone(),
@@ -399,7 +399,7 @@ struct Pending {
     kind: PendingKind,
 }
 
-struct Owner {
+struct SocketThread {
     remote: Remote,
     opts: ClientOptions,
     shared: Arc<Shared>,
@@ -408,7 +408,7 @@ struct Owner {
     next_id: u64,
 }
 
-impl Owner {
+impl SocketThread {
     fn run(mut self) {
         let mut backoff = self.opts.backoff_min;
         let mut logged_down = false;

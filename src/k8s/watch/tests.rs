@@ -30,7 +30,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     let mut w: Watcher<Pod> = Watcher::new(cfg(), 7);
     assert_eq!(
         w.poll(t0),
-        Step::Send(Request::List {
+        WatchNext::Send(Request::List {
             limit: 2,
             continue_token: None
         })
@@ -50,7 +50,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     );
     assert_eq!(
         w.poll(t0),
-        Step::Send(Request::List {
+        WatchNext::Send(Request::List {
             limit: 2,
             continue_token: Some("c1".into())
         })
@@ -70,7 +70,7 @@ fn list_pages_then_watch_then_relist_on_410() {
         ]))
     );
     let watch = |rv: &str| {
-        Step::Send(Request::Watch {
+        WatchNext::Send(Request::Watch {
             resource_version: rv.into(),
             timeout_seconds: 290,
         })
@@ -112,7 +112,7 @@ fn list_pages_then_watch_then_relist_on_410() {
         d >= Duration::from_millis(750) && d < Duration::from_millis(1250),
         "{d:?}"
     );
-    assert_eq!(w.poll(t0), Step::Wait(t0 + d));
+    assert_eq!(w.poll(t0), WatchNext::Wait(t0 + d));
     assert_eq!(w.poll(t0 + d), watch("16"));
 
     // ERROR 410 in the stream → relist after the (grown) backoff.
@@ -121,7 +121,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     assert_eq!(e, Err(gone()));
     assert_eq!(w.state(), &State::NeedList);
     assert_eq!(w.last_error(), Some(&gone()));
-    let Step::Wait(at) = w.poll(t0 + d) else {
+    let WatchNext::Wait(at) = w.poll(t0 + d) else {
         panic!("expected a backoff")
     };
     let d2 = at - (t0 + d);
@@ -131,7 +131,7 @@ fn list_pages_then_watch_then_relist_on_410() {
     );
     assert_eq!(
         w.poll(at),
-        Step::Send(Request::List {
+        WatchNext::Send(Request::List {
             limit: 2,
             continue_token: None
         })
@@ -226,7 +226,7 @@ fn a_quiet_watch_that_ends_after_its_timeout_is_rewatched_at_once() {
         let end = opened + Duration::from_secs(290);
         w.on_watch_end(end);
         assert!(
-            matches!(w.poll(end), Step::Send(Request::Watch { .. })),
+            matches!(w.poll(end), WatchNext::Send(Request::Watch { .. })),
             "{i}"
         );
         assert_eq!(w.last_error(), None);
@@ -258,7 +258,7 @@ fn retry_after_is_honoured_and_capped() {
         .with_retry_after(Some(s))
     };
     assert_eq!(w.on_list_error(busy(7), t0), Duration::from_secs(7));
-    assert_eq!(w.poll(t0), Step::Wait(t0 + Duration::from_secs(7)));
+    assert_eq!(w.poll(t0), WatchNext::Wait(t0 + Duration::from_secs(7)));
     assert_eq!(w.on_list_error(busy(3600), t0), RETRY_AFTER_MAX);
     assert_eq!(
         busy(7).to_string(),
@@ -285,7 +285,7 @@ fn a_failed_list_page_resumes_with_its_continue_token() {
     let later = t0 + Duration::from_secs(60);
     assert_eq!(
         w.poll(later),
-        Step::Send(Request::List {
+        WatchNext::Send(Request::List {
             limit: 2,
             continue_token: Some("c1".into())
         })
@@ -321,7 +321,10 @@ fn undecodable_objects_are_skipped_then_relisted() {
         BadEvent::Skipped
     );
     assert_eq!(w.state(), &State::Watching { rv: "5".into() });
-    assert!(matches!(w.poll(t0), Step::Send(_)), "no backoff for a skip");
+    assert!(
+        matches!(w.poll(t0), WatchNext::Send(_)),
+        "no backoff for a skip"
+    );
     assert_eq!(
         w.on_bad_event(Some("ns/b"), Some("6"), e(), t0),
         BadEvent::Skipped
@@ -373,7 +376,7 @@ fn empty_stream_end_backs_off() {
     });
     w.on_watch_opened(t0);
     w.on_watch_end(t0);
-    assert!(matches!(w.poll(t0), Step::Wait(_)));
+    assert!(matches!(w.poll(t0), WatchNext::Wait(_)));
 }
 
 #[test]
