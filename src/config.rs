@@ -363,10 +363,6 @@ fn parse_file(
     Ok(out)
 }
 
-fn is_valid_ifname(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 15 && !s.contains(['/', ' ', ':']) && s != "." && s != ".."
-}
-
 /// Parse `tether run` arguments (after `run`). `read_file` and `env` are injected so the
 /// parser stays pure and testable.
 pub fn parse_run(
@@ -450,7 +446,7 @@ pub fn parse_run(
         )));
     }
     let bridge = r.bridge.unwrap_or_else(|| "br-int".into());
-    if !is_valid_ifname(&bridge) {
+    if !crate::netlink::valid_ifname(&bridge) {
         return Err(ConfigError(format!(
             "bridge: {bridge:?} is not a valid interface name (1-15 bytes, no '/', ':' or space)"
         )));

@@ -12,6 +12,7 @@ pub mod heartbeat;
 pub mod hostnet;
 pub mod k8s;
 pub mod logging;
+pub mod mac;
 pub mod netlink;
 pub mod notify;
 pub mod openflow;

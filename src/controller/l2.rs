@@ -22,7 +22,7 @@ pub fn l2_flows(ifs: &Interfaces) -> Vec<Flow> {
         .filter(|i| matches!(i.role, Role::Pod { .. }))
         .filter_map(|i| {
             Some(pipeline::l2_port_flow(
-                pipeline::parse_mac(i.mac()?)?,
+                crate::mac::parse(i.mac()?)?,
                 i.ofport()?,
             ))
         })

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::selector::{LabelSelector, LabelSelectorWire, Labels};
 use super::store::{NoIndex, SelectorIndex};
-use super::types::{Kind, ObjectMeta, Resource};
+use super::types::{Kind, ObjectMeta, Resource, metadata_field};
 use super::validate::{Errors, ValidationError};
 
 /// Wire envelope shared by both CRDs: the spec is kept as a JSON value so that a type
@@ -289,12 +289,7 @@ impl Resource for TrafficControl {
             spec,
         }
     }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+    metadata_field!();
 }
 
 fn validate_tc_spec(w: &TcSpecWire) -> Result<TrafficControlSpec, ValidationError> {
@@ -537,12 +532,7 @@ impl Resource for ExternalNode {
             spec,
         }
     }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+    metadata_field!();
 }
 
 /// Why `ip` cannot be an ExternalNode's address, if it cannot: the link holding it would

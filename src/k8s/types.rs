@@ -187,6 +187,20 @@ pub struct PodSpec {
     pub host_network: bool,
 }
 
+/// `Resource::meta` and `meta_mut` for a kind whose metadata is its `metadata` field
+/// (every kind tether watches).
+macro_rules! metadata_field {
+    () => {
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+    };
+}
+pub(crate) use metadata_field;
+
 impl Resource for Pod {
     const KIND: Kind = Kind::Pod;
     type Wire = Pod;
@@ -194,12 +208,7 @@ impl Resource for Pod {
     fn from_wire(w: Pod) -> Pod {
         w
     }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+    metadata_field!();
 }
 
 /// `v1.Namespace`: only metadata (labels feed namespace selectors).
@@ -216,12 +225,7 @@ impl Resource for Namespace {
     fn from_wire(w: Namespace) -> Namespace {
         w
     }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+    metadata_field!();
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ pub use rtnl::Rtnl;
 pub use sysctl::DevSysctl;
 pub use types::{
     Addr, AddrFlags, Lifetime, Link, LinkFlags, Nexthop, Prefix, ROUTE_F_ONLINK, Route, RoutePref,
-    RouteProtocol, RouteType, Scope, TABLE_LOCAL, TABLE_MAIN, format_mac, is_link_local,
+    RouteProtocol, RouteType, Scope, TABLE_LOCAL, TABLE_MAIN, is_link_local,
 };
 
 /// What went wrong with a netlink request. Kernel errors carry the errno; `what` names the

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::{IFNAME_MAX, LinkError};
+use super::{LinkError, valid_ifname};
 
 /// One per-device sysctl carried over, in the order they are applied: IPv6 enabled before
 /// its addresses come, DAD and RA behaviour before the addresses, then IPv4 filtering and
@@ -81,14 +81,7 @@ impl DevSysctl {
     /// `/proc/sys/net/<family>/conf/<dev>/<key>`; refused for a name that is not one
     /// interface name (it must not walk the tree).
     pub fn path(self, dev: &str) -> Result<PathBuf, LinkError> {
-        if dev.is_empty()
-            || dev.len() > IFNAME_MAX
-            || dev.contains('/')
-            || dev == "."
-            || dev == ".."
-            || dev == "all"
-            || dev == "default"
-        {
+        if !valid_ifname(dev) || dev == "all" || dev == "default" {
             return Err(LinkError::Invalid {
                 what: format!("sysctl {} of {dev:?}", self.id()),
                 detail: "not an interface name".into(),

@@ -375,9 +375,3 @@ impl fmt::Display for Route {
         write!(f, " metric {}", self.metric)
     }
 }
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn format_mac(mac: &[u8; 6]) -> String {
-    let [a, b, c, d, e, g] = *mac;
-    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-}

@@ -399,13 +399,6 @@ impl Match {
         }
     }
 
-    /// The fields in wire order exactly as given (decoding keeps what the peer sent).
-    pub fn from_wire_order(fields: Vec<MatchField>) -> Match {
-        Match {
-            fields: fields.into(),
-        }
-    }
-
     pub fn fields(&self) -> &[MatchField] {
         &self.fields
     }

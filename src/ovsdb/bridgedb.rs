@@ -667,11 +667,6 @@ impl BridgeDb {
         })
     }
 
-    /// One port from the replica, by Port UUID.
-    pub fn port_data(&self, port: &Uuid) -> Option<PortData> {
-        self.client.with_replica(|r| port_data_in(r, port))
-    }
-
     /// One port from the replica, by name.
     pub fn port_by_name(&self, name: &str) -> Option<PortData> {
         self.client.with_replica(|r| {

@@ -220,17 +220,3 @@ pub fn tc_return_flow(ofport: u32) -> Flow {
         .actions([load(reg::FROM_TC_RETURN)])
         .goto(table::L2_FORWARDING)
 }
-
-/// Parse `aa:bb:cc:dd:ee:ff` (as OVSDB's `attached-mac` / `mac_in_use` hold it).
-pub fn parse_mac(s: &str) -> Option<Mac> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
-}

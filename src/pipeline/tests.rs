@@ -85,7 +85,10 @@ fn mark_flows_per_direction() {
 
 #[test]
 fn macs_parse_strictly() {
-    assert_eq!(parse_mac("02:00:00:00:01:0a"), Some([2, 0, 0, 0, 1, 10]));
+    assert_eq!(
+        crate::mac::parse("02:00:00:00:01:0a"),
+        Some([2, 0, 0, 0, 1, 10])
+    );
     for bad in [
         "02:00:00:00:01",
         "02:00:00:00:01:0a:00",
@@ -93,6 +96,6 @@ fn macs_parse_strictly() {
         "zz:00:00:00:01:0a",
         "",
     ] {
-        assert_eq!(parse_mac(bad), None, "{bad}");
+        assert_eq!(crate::mac::parse(bad), None, "{bad}");
     }
 }

@@ -12,7 +12,8 @@ use std::path::Path;
 
 use super::Module;
 use super::nic::{DhcpClient, NetplanMatch, UPPER_KINDS};
-use crate::netlink::{Link, format_mac};
+use crate::mac;
+use crate::netlink::Link;
 
 /// Read-only access to the host's files.
 pub trait Host {
@@ -280,7 +281,7 @@ const NETPLAN_DIRS: &[&str] = &["/lib/netplan", "/etc/netplan", "/run/netplan"];
 
 /// Every netplan entry that applies to `nic`.
 pub fn netplan(host: &dyn Host, nic: &Link) -> Vec<NetplanMatch> {
-    let mac = nic.mac.as_ref().map(format_mac);
+    let mac = nic.mac.as_ref().map(mac::format);
     let driver = driver(host, nic);
     let mut out = Vec::new();
     for dir in NETPLAN_DIRS {

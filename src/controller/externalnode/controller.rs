@@ -18,7 +18,7 @@ use crate::controller::interfaces::{Interface, Role};
 use crate::controller::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork, VswitchdDatapath};
 use crate::k8s::Stores;
 use crate::netlink::{
-    Link, LinkError, Links, apply, apply_best_effort, capture, format_mac, plan_move, plan_sysctls,
+    Link, LinkError, Links, apply, apply_best_effort, capture, plan_move, plan_sysctls,
     read_sysctls, uplink_name,
 };
 use crate::openflow::{Category, Owner};
@@ -756,7 +756,7 @@ impl EnController {
             .bridge
             .ofport(uplink)
             .map_err(ovs_err(format!("ofport of uplink port {uplink}")))?;
-        let mac = rec.config.mac.as_ref().map(format_mac);
+        let mac = rec.config.mac.as_ref().map(crate::mac::format);
         let mut host_spec = PortSpec::new(nic, PortKind::Internal { mac })
             .with_external_ids(host_external_ids(uplink, &up_uuid, entity, namespace, ips));
         host_spec.mtu_request = Some(rec.config.mtu);
@@ -870,7 +870,7 @@ impl EnController {
                 log::info!(
                     "externalnode identity verified nic={} mac={} mtu={}",
                     rec.nic,
-                    format_mac(&mac),
+                    crate::mac::format(&mac),
                     rec.config.mtu
                 );
                 return Ok(());

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::netlink::format_mac;
+use crate::mac;
 use crate::ovsdb::PortData;
 
 /// What the check reads (see the module doc).
@@ -49,7 +49,7 @@ fn shown(v: Option<String>) -> String {
 
 /// Every mismatch, in a fixed order; empty when the host port is the NIC's stand-in.
 pub fn mismatches(f: &Facts) -> Vec<Mismatch> {
-    let mac = format_mac(&f.mac);
+    let mac = mac::format(&f.mac);
     let mut out = Vec::new();
     let check =
         |out: &mut Vec<Mismatch>, field: &'static str, want: String, got: Option<String>| {
@@ -65,7 +65,7 @@ pub fn mismatches(f: &Facts) -> Vec<Mismatch> {
         &mut out,
         "host port MAC (kernel)",
         mac.clone(),
-        f.host_kernel_mac.as_ref().map(format_mac),
+        f.host_kernel_mac.as_ref().map(mac::format),
     );
     check(
         &mut out,

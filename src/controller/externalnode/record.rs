@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::netlink::{
     Addr, AddrFlags, DevSysctl, Lifetime, Nexthop, NicConfig, Prefix, Route, RoutePref,
-    RouteProtocol, RouteType, Scope, format_mac,
+    RouteProtocol, RouteType, Scope,
 };
 
 /// The Bridge external_ids key holding the in-flight operation.
@@ -89,7 +89,7 @@ impl Record {
             "nic": self.nic,
             "uplink": self.uplink,
             "ifindex": self.config.ifindex,
-            "mac": self.config.mac.as_ref().map(format_mac),
+            "mac": self.config.mac.as_ref().map(crate::mac::format),
             "mtu": self.config.mtu,
             "addrs": self.config.addrs.iter().map(addr_json).collect::<Vec<_>>(),
             "routes": self.config.routes.iter().map(route_json).collect::<Vec<_>>(),
@@ -122,7 +122,7 @@ impl Record {
         let mac = match o.get("mac") {
             None | Some(Value::Null) => None,
             Some(Value::String(m)) => {
-                Some(crate::pipeline::parse_mac(m).ok_or_else(|| format!("bad mac {m:?}"))?)
+                Some(crate::mac::parse(m).ok_or_else(|| format!("bad mac {m:?}"))?)
             }
             Some(m) => return Err(format!("bad mac {m}")),
         };
@@ -367,11 +367,6 @@ impl Hint {
             uplink: name("uplink"),
         }
     }
-}
-
-/// The record's addresses as `ip/len` strings, for status.
-pub fn addr_strings(cfg: &NicConfig) -> Vec<String> {
-    cfg.addrs.iter().map(|a| a.to_string()).collect()
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ impl Bridge for Sim {
             if !refused {
                 let mac = mac
                     .as_deref()
-                    .and_then(crate::pipeline::parse_mac)
+                    .and_then(crate::mac::parse)
                     .unwrap_or([2, 0, 0, 0, 0, 0xee]);
                 let mac = self.udev_mac.unwrap_or(mac);
                 self.links
