@@ -34,7 +34,7 @@ use crate::heartbeat::Heartbeats;
 use crate::k8s::{self, Kind, KubeEvent, Source, SourceConfig, Stores};
 use crate::openflow::{Category, OfFlows, OfFlowsConfig, Owner};
 use crate::ovsdb::{self, BridgeDb, Client, ClientOptions, Remote};
-use crate::status::probe::{CountingFlows, Probe};
+use crate::status::probe::Probe;
 use crate::status::{Metrics, WatchTracker};
 use crate::{notify, pipeline, status};
 
@@ -84,10 +84,6 @@ pub fn run(
     }
     let ovs = Ovs::connect(&cfg, &stop)?;
     let metrics = Arc::new(Metrics::default());
-    let counting: Arc<dyn Flows> = Arc::new(CountingFlows {
-        inner: ovs.of.clone(),
-        metrics: metrics.clone(),
-    });
     // TC flows wait for the end of the first full sync and go out as one bundle. When the
     // bridge holds a previous round (tether's after a restart, or Antrea's agent's, adopted)
     // every flow waits, and that bundle also takes the old round out: the switch never
@@ -96,7 +92,7 @@ pub fn run(
         Some(_) => Scope::All,
         None => Scope::Only(Category::TRAFFIC_CONTROL),
     };
-    let deferred = Arc::new(DeferredFlows::new(counting, scope));
+    let deferred = Arc::new(DeferredFlows::new(ovs.of.clone(), scope));
     let flows: Arc<dyn Flows> = deferred.clone();
     retry(
         "installing the pipeline's base flows",

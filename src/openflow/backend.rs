@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -74,6 +74,26 @@ struct Shared {
     state: Mutex<State>,
     timeout: Duration,
     bundle_id: AtomicU32,
+    counts: Counts,
+}
+
+/// What this backend has asked of the switch, for metrics and for tests that count.
+#[derive(Default)]
+struct Counts {
+    /// Requests that waited for the switch's answer (a barrier): one round trip each.
+    round_trips: AtomicU64,
+    /// Bundles committed.
+    bundles: AtomicU64,
+    /// Flow mods in committed bundles.
+    flow_mods: AtomicU64,
+}
+
+/// A reading of the backend's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OfCounts {
+    pub round_trips: u64,
+    pub bundles: u64,
+    pub flow_mods: u64,
 }
 
 /// The real flows backend (`controller::Flows`); see the module docs.
@@ -105,6 +125,7 @@ impl OfFlows {
             }),
             timeout: cfg.timeout,
             bundle_id: AtomicU32::new(1),
+            counts: Counts::default(),
         });
         let (stop_tx, stop_rx) = bounded::<()>(1);
         let (rc_tx, rc_rx) = bounded(8);
@@ -142,6 +163,16 @@ impl OfFlows {
     /// switch first) and re-apply no-flood, in one bundle plus the port mods.
     pub fn replay_all(&self) -> Result<(), OfError> {
         self.shared.replay_all()
+    }
+
+    /// What this backend has asked of the switch since it started.
+    pub fn counts(&self) -> OfCounts {
+        let c = &self.shared.counts;
+        OfCounts {
+            round_trips: c.round_trips.load(Ordering::Relaxed),
+            bundles: c.bundles.load(Ordering::Relaxed),
+            flow_mods: c.flow_mods.load(Ordering::Relaxed),
+        }
     }
 
     /// Number of flows installed through this backend (all owners), for status output.
@@ -373,6 +404,7 @@ impl Shared {
 
     fn transact15(&self, bodies: Vec<Body>, what: &str) -> Result<Reply, OfError> {
         log::debug!("openflow request what={what} messages={}", bodies.len());
+        self.counts.round_trips.fetch_add(1, Ordering::Relaxed);
         self.of15.transact(bodies, self.timeout)
     }
 
@@ -432,7 +464,12 @@ impl Shared {
             return Err(e);
         }
         let r = self.transact15(vec![ctrl(BundleCtrlType::COMMIT_REQUEST)], "commit")?;
-        first_error(&r, |_| format!("bundle {id} commit ({n} flow mods)"))
+        first_error(&r, |_| format!("bundle {id} commit ({n} flow mods)"))?;
+        self.counts.bundles.fetch_add(1, Ordering::Relaxed);
+        self.counts
+            .flow_mods
+            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+        Ok(())
     }
 
     /// Best effort: OVS also drops an open bundle when the connection closes.
@@ -517,6 +554,7 @@ impl Shared {
                 advertise: 0,
             }));
         }
+        self.counts.round_trips.fetch_add(1, Ordering::Relaxed);
         let r = self.of10.transact(mods, self.timeout)?;
         first_error(&r, |i| {
             format!(

@@ -33,7 +33,7 @@ pub mod oxm;
 use std::fmt;
 
 pub use action::{Action, Instruction};
-pub use backend::{OfFlows, OfFlowsConfig};
+pub use backend::{OfCounts, OfFlows, OfFlowsConfig};
 pub use flow::{Category, Flow, Owner, cookie};
 pub use oxm::{Match, MatchField};
 

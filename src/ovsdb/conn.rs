@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -105,6 +105,8 @@ struct Shared {
     state: Mutex<(bool, u64)>,
     changed: Condvar,
     shutdown: AtomicBool,
+    /// Transactions sent (one round trip each), for tests and benchmarks that count.
+    transactions: AtomicU64,
 }
 
 impl Shared {
@@ -145,6 +147,7 @@ impl Client {
             state: Mutex::new((false, 0)),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            transactions: AtomicU64::new(0),
         });
         let (cmd_tx, cmd_rx) = bounded(256);
         let (ev_tx, ev_rx) = bounded(1024);
@@ -187,6 +190,11 @@ impl Client {
 
     /// Bumped on every replica or connection change: callers cache what they derive from
     /// the replica and rebuild it only when this moves.
+    /// Transactions sent since the client started.
+    pub fn transactions(&self) -> u64 {
+        self.shared.transactions.load(Ordering::Relaxed)
+    }
+
     pub fn generation(&self) -> u64 {
         self.shared.state.lock().map(|s| s.1).unwrap_or(0)
     }
@@ -263,6 +271,7 @@ impl Client {
 
     /// One atomic transaction; per-op results, or the failing op's error.
     pub fn transact(&self, ops: &[Op]) -> Result<Vec<OpResult>, OvsdbError> {
+        self.shared.transactions.fetch_add(1, Ordering::Relaxed);
         let result = self.request("transact", transact_params(DB, ops))?;
         parse_results(&result, ops.len())
     }

@@ -113,7 +113,7 @@ pub struct SyncCounters {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MetricsSnapshot {
     pub syncs: BTreeMap<String, SyncCounters>,
-    /// Flow adds + deletes sent (the difference each apply computed).
+    /// Flow mods sent in committed bundles (`openflow::OfFlows::counts`).
     pub flow_mods: u64,
     pub openflow_reconnects: u64,
 }
@@ -122,7 +122,6 @@ pub struct MetricsSnapshot {
 #[derive(Default)]
 pub struct Metrics {
     syncs: Mutex<BTreeMap<&'static str, SyncCounters>>,
-    pub flow_mods: AtomicU64,
     pub openflow_reconnects: AtomicU64,
 }
 
@@ -149,7 +148,7 @@ impl Metrics {
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), v.clone()))
                 .collect(),
-            flow_mods: self.flow_mods.load(Ordering::Relaxed),
+            flow_mods: 0,
             openflow_reconnects: self.openflow_reconnects.load(Ordering::Relaxed),
         }
     }

@@ -1,8 +1,6 @@
-//! Gathering a [`Snapshot`] from the running daemon's parts, and the [`CountingFlows`]
-//! wrapper that counts flow mods for the metrics. The daemon builds one [`Probe`] and
-//! hands [`Probe::handler`] to the state-socket [`Server`](super::Server).
+//! Gathering a [`Snapshot`] from the running daemon's parts. The daemon builds one
+//! [`Probe`] and hands [`Probe::handler`] to the state-socket [`Server`](super::Server).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::Instant;
@@ -10,12 +8,12 @@ use std::time::Instant;
 use super::{
     ConnStatus, EnRow, Handler, Metrics, Request, Snapshot, TcRow, WatchStatus, WatchTracker,
 };
+use crate::controller::Key;
 use crate::controller::externalnode::EnController;
 use crate::controller::queue::WorkQueue;
 use crate::controller::trafficcontrol::TcController;
-use crate::controller::{Flows, Key};
 use crate::k8s::{Kind, KubeEvent, Resource, Source};
-use crate::openflow::{Flow, OfError, OfFlows, Owner};
+use crate::openflow::OfFlows;
 use crate::ovsdb::Client;
 
 /// The daemon's parts the snapshot reads. Cheap to clone pieces; shared with the
@@ -78,7 +76,8 @@ impl Probe {
             })
             .collect();
         let e = self.en.status();
-        let metrics = self.metrics.snapshot();
+        let mut metrics = self.metrics.snapshot();
+        metrics.flow_mods = self.openflow.counts().flow_mods;
         Snapshot {
             version: env!("CARGO_PKG_VERSION").to_string(),
             node: self.node.clone(),
@@ -149,85 +148,4 @@ pub fn observe(tracker: &WatchTracker, ev: &KubeEvent, now: Instant) {
         KubeEvent::Synced(_) => return,
     };
     tracker.observe(kind.name(), &rv, now);
-}
-
-/// A [`Flows`] that counts the flow adds and deletes each `apply` implies (the symmetric
-/// difference with what the backend says is installed) before passing it on.
-pub struct CountingFlows {
-    pub inner: Arc<OfFlows>,
-    pub metrics: Arc<Metrics>,
-}
-
-impl CountingFlows {
-    /// Flow adds and deletes that applying `flows` for `owner` implies.
-    fn changed(&self, owner: Owner, flows: &[Flow]) -> usize {
-        let old: BTreeSet<Flow> = self.inner.installed(owner).into_iter().collect();
-        let new: BTreeSet<&Flow> = flows.iter().collect();
-        old.iter().filter(|f| !new.contains(f)).count()
-            + new.iter().filter(|f| !old.contains(**f)).count()
-    }
-}
-
-impl Flows for CountingFlows {
-    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
-        let changed = self.changed(owner, &flows);
-        self.inner.apply(owner, flows)?;
-        self.metrics.flow_mods.fetch_add(
-            u64::try_from(changed).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        Ok(())
-    }
-
-    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-        let changed: Vec<(Owner, usize)> = sets
-            .iter()
-            .map(|(owner, flows)| (*owner, self.changed(*owner, flows)))
-            .collect();
-        let failed = self.inner.apply_many(sets);
-        let n: usize = changed
-            .iter()
-            .filter(|(o, _)| !failed.iter().any(|(f, _)| f == o))
-            .map(|(_, n)| n)
-            .sum();
-        self.metrics
-            .flow_mods
-            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
-        failed
-    }
-
-    fn replace_round(
-        &self,
-        sets: Vec<(Owner, Vec<Flow>)>,
-        round: u16,
-    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
-        let changed: usize = sets.iter().map(|(o, f)| self.changed(*o, f)).sum();
-        let r = self.inner.replace_round(sets, round);
-        self.metrics.flow_mods.fetch_add(
-            u64::try_from(changed).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        r
-    }
-
-    fn remove(&self, owner: Owner) -> Result<(), OfError> {
-        let n = self.inner.installed(owner).len();
-        self.inner.remove(owner)?;
-        self.metrics
-            .flow_mods
-            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
-        self.inner.set_no_flood(ofport, on)
-    }
-
-    fn set_no_flood_many(&self, ofports: &[u32], on: bool) -> Result<(), OfError> {
-        self.inner.set_no_flood_many(ofports, on)
-    }
-
-    fn delete_round(&self, round: u16) -> Result<(), OfError> {
-        self.inner.delete_round(round)
-    }
 }

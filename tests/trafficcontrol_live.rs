@@ -1,0 +1,167 @@
+//! One TrafficControl synced against a real Open vSwitch, counting what it asks of the
+//! switch: a new TC with a target and a return port is one OVSDB transaction creating
+//! both ports, one reading the ofports OVS gave them, one port-description request and one
+//! OF1.0 batch for no-flood, and ONE atomic bundle holding its mark and return flows. A
+//! second sync of the same TC, converged, asks the switch nothing: the ofports come from
+//! the snapshot.
+
+#![allow(clippy::unwrap_used)]
+
+#[allow(unused_imports)]
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use common::{Sandbox, privileged, wait_for};
+use tether::controller::trafficcontrol::TcController;
+use tether::controller::{Bridge, LiveBridge};
+use tether::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
+use tether::openflow::{OfCounts, OfFlows, OfFlowsConfig};
+use tether::ovsdb::{BridgeDb, Client, ClientOptions, Remote};
+use tether::testing::FakeLinks;
+
+/// (OVSDB transactions, OpenFlow counts) so far.
+fn counts(client: &Client, of: &OfFlows) -> (u64, OfCounts) {
+    (client.transactions(), of.counts())
+}
+
+#[test]
+fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
+    if !privileged("a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle") {
+        return;
+    }
+    let sb = Sandbox::start();
+    sb.add_bridge("br-int");
+    // A Pod's port, as a CNI adds it.
+    sb.vsctl(&[
+        "add-port",
+        "br-int",
+        "web-veth",
+        "--",
+        "set",
+        "Interface",
+        "web-veth",
+        "type=internal",
+        "--",
+        "set",
+        "Port",
+        "web-veth",
+        "external_ids:pod-name=web",
+        "external_ids:pod-namespace=prod",
+        "external_ids:container-id=web",
+    ]);
+    let client = Arc::new(Client::start(
+        Remote::Unix(sb.db_sock()),
+        ClientOptions::default(),
+    ));
+    client.wait_connected(Duration::from_secs(10)).unwrap();
+    let bridge = Arc::new(LiveBridge::new(
+        BridgeDb::ensure(client.clone(), "br-int", common::datapath()).unwrap(),
+    ));
+    let pod_of = wait_for(
+        Duration::from_secs(10),
+        "the Pod's ofport in the replica",
+        || bridge.interfaces().pod("prod/web").and_then(|i| i.ofport()),
+    );
+    let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", 1);
+    cfg.timeout = Duration::from_secs(20);
+    let of = Arc::new(OfFlows::start(cfg).unwrap());
+    of.wait_connected(Duration::from_secs(10)).unwrap();
+    // The backend replays its (empty) flow set on every connection: wait until it has,
+    // so that only the sync is counted.
+    of.reconnects()
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the first connection's replay");
+
+    let stores = Stores::default();
+    stores
+        .namespaces
+        .apply(Namespace::decode(json!({"metadata": {"name": "prod"}})).unwrap());
+    stores.pods.apply(
+        Pod::decode(json!({
+            "metadata": {"name": "web", "namespace": "prod", "labels": {"app": "web"}},
+            "spec": {"nodeName": "vm1"}
+        }))
+        .unwrap(),
+    );
+    stores.traffic_controls.apply(
+        TrafficControl::decode(json!({
+            "metadata": {"name": "mirror", "creationTimestamp": "2026-12-01T00:00:00Z"},
+            "spec": {
+                "appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}},
+                "direction": "Both", "action": "Redirect",
+                "targetPort": {"vxlan": {"remoteIP": "192.0.2.2"}},
+                "returnPort": {"geneve": {"remoteIP": "192.0.2.3"}}
+            }
+        }))
+        .unwrap(),
+    );
+    let c = TcController::new(
+        stores,
+        bridge.clone(),
+        of.clone(),
+        Arc::new(FakeLinks::new()),
+    );
+
+    let (db0, of0) = counts(&client, &of);
+    c.sync("mirror").unwrap();
+    let (db1, of1) = counts(&client, &of);
+    let st = &c.status()[0];
+    let (target, ret) = (
+        st.target_port.clone().unwrap(),
+        st.return_port.clone().unwrap(),
+    );
+    println!(
+        "one new TC with a return port: ovsdb transactions={} openflow round trips={} bundles={} flow mods={}",
+        db1 - db0,
+        of1.round_trips - of0.round_trips,
+        of1.bundles - of0.bundles,
+        of1.flow_mods - of0.flow_mods
+    );
+    assert_eq!(
+        db1 - db0,
+        2,
+        "one transaction creating both ports, one reading their ofports"
+    );
+    assert_eq!(
+        of1.bundles - of0.bundles,
+        1,
+        "mark and return flows in one bundle"
+    );
+    // Outside the bundle: one port-description request, one OF1.0 no-flood batch. The
+    // bundle itself is two (open/add/close with a barrier, then commit).
+    assert_eq!(of1.round_trips - of0.round_trips, 2 + 2);
+    // Two mark flows (to and from the Pod) and the return port's flow.
+    assert_eq!(of1.flow_mods - of0.flow_mods, 3);
+    let dump = sb.ofctl(&["dump-flows", "br-int"]);
+    assert!(dump.contains(&format!("in_port={}", ret.1)), "{dump}");
+    assert!(dump.contains(&format!("in_port={pod_of}")), "{dump}");
+    assert_eq!(st.effective_pods, vec!["prod/web".to_string()]);
+    assert!(
+        target.0.starts_with("vxlan-") && ret.0.starts_with("geneve-"),
+        "{target:?} {ret:?}"
+    );
+
+    // Converged: once the replica has both ports' ofports, a resync asks nothing.
+    wait_for(
+        Duration::from_secs(10),
+        "the TC ports' ofports in the replica",
+        || {
+            let ifs = bridge.interfaces();
+            (ifs.get(&target.0).and_then(|i| i.ofport()).is_some()
+                && ifs.get(&ret.0).and_then(|i| i.ofport()).is_some())
+            .then_some(())
+        },
+    );
+    let (db2, of2) = counts(&client, &of);
+    c.sync("mirror").unwrap();
+    let (db3, of3) = counts(&client, &of);
+    assert_eq!(
+        (db3 - db2, of3.round_trips - of2.round_trips),
+        (0, 0),
+        "a converged TC costs nothing"
+    );
+}
