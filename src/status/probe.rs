@@ -40,7 +40,11 @@ impl Probe {
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
         let kinds = self.source.status();
-        let watches = Kind::ALL
+        // Namespaces first, then the rest in `Kind::ALL` order: the order `tether status`
+        // has always shown (a contract of its JSON).
+        let mut order = Kind::ALL;
+        order.sort_by_key(|k| *k != Kind::Namespace);
+        let watches = order
             .iter()
             .map(|k| {
                 let st = kinds.get(k).cloned().unwrap_or_default();
