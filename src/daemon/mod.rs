@@ -83,24 +83,8 @@ pub fn run(
         log::info!("{n}");
     }
     let ovs = Ovs::connect(&cfg, &stop)?;
-    let metrics = Arc::new(Metrics::default());
-    // TC flows wait for the end of the first full sync and go out as one bundle. When the
-    // bridge holds a previous round (tether's after a restart, or Antrea's agent's, adopted)
-    // every flow waits, and that bundle also takes the old round out: the switch never
-    // holds a mix of the two pipelines.
-    let scope = match ovs.replacing() {
-        Some(_) => Scope::All,
-        None => Scope::Only(Category::TRAFFIC_CONTROL),
-    };
-    let deferred = Arc::new(DeferredFlows::new(ovs.of.clone(), scope));
+    let deferred = base_flows(&ovs, &stop)?;
     let flows: Arc<dyn Flows> = deferred.clone();
-    retry(
-        "installing the pipeline's base flows",
-        Duration::from_secs(1),
-        &stop,
-        || flows.apply(BASE_OWNER, pipeline::base_flows()),
-    )?;
-
     let stores = Stores::default();
     let (kube_tx, kube_rx) = bounded(4096);
     let source = Arc::new(start_source(&cfg, &stores, kube_tx)?);
@@ -113,7 +97,77 @@ pub fn run(
         QueueConfig::default(),
         Arc::new(SystemClock),
     ));
-    let probe = Arc::new(Probe {
+    let metrics = Arc::new(Metrics::default());
+    let probe = probe(&cfg, &ovs, &queue, &source, &controllers, &metrics);
+    let status_server = status::Server::start(&cfg.state_socket, probe.clone().handler())
+        .map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let (done_tx, done_rx) = unbounded();
+    let heartbeats = Arc::new(Heartbeats::default());
+    let tc = controllers.tc.clone();
+    let workers = Workers::new(queue.clone(), controllers, metrics, done_tx);
+    let workers = start_workers(workers, &heartbeats)?;
+    // The ExternalNode's first sync recovers an interrupted takeover or restore and puts
+    // its flows back; neither waits for the lists.
+    queue.add(Key::L2);
+    queue.add(Key::En);
+    events::EventLoop::new(events::Parts {
+        stop,
+        kube: kube_rx,
+        done: done_rx,
+        stores,
+        bridge,
+        tc,
+        queue: queue.clone(),
+        deferred,
+        ovs,
+        probe,
+        source: source.clone(),
+        heartbeats,
+        ready: Box::new(ready),
+    })
+    .run();
+
+    log::info!("stopping: flows and ports stay in place");
+    notify::notify_or_log(&[("STOPPING", "1")]);
+    status_server.stop();
+    queue.shutdown();
+    for h in workers {
+        let _ = h.join();
+    }
+    if let Ok(s) = Arc::try_unwrap(source) {
+        s.stop();
+    }
+    Ok(())
+}
+
+/// The flows backend the controllers use, with the pipeline's base flows in. TC flows wait
+/// for the end of the first full sync and go out as one bundle. When the bridge holds a
+/// previous round (tether's after a restart, or Antrea's agent's, adopted) every flow
+/// waits, and that bundle also takes the old round out: the switch never holds a mix of
+/// the two pipelines.
+fn base_flows(ovs: &Ovs, stop: &Receiver<()>) -> Result<Arc<DeferredFlows>, DaemonError> {
+    let scope = match ovs.replacing() {
+        Some(_) => Scope::All,
+        None => Scope::Only(Category::TRAFFIC_CONTROL),
+    };
+    let deferred = Arc::new(DeferredFlows::new(ovs.of.clone(), scope));
+    let what = "installing the pipeline's base flows";
+    retry(what, Duration::from_secs(1), stop, || {
+        deferred.apply(BASE_OWNER, pipeline::base_flows())
+    })?;
+    Ok(deferred)
+}
+
+/// What `tether status` and the metrics read.
+fn probe(
+    cfg: &Config,
+    ovs: &Ovs,
+    queue: &Arc<WorkQueue<Key>>,
+    source: &Arc<Source>,
+    controllers: &Controllers,
+    metrics: &Arc<Metrics>,
+) -> Arc<Probe> {
+    Arc::new(Probe {
         node: cfg.node_name.clone(),
         bridge: cfg.bridge.clone(),
         round: ovs.round.into(),
@@ -129,49 +183,7 @@ pub fn run(
         en: controllers.en.clone(),
         metrics: metrics.clone(),
         watches: Arc::new(WatchTracker::default()),
-    });
-    let status_server = status::Server::start(&cfg.state_socket, probe.clone().handler())
-        .map_err(|e| DaemonError::Setup(e.to_string()))?;
-    let (done_tx, done_rx) = unbounded();
-    let heartbeats = Arc::new(Heartbeats::default());
-    let tc = controllers.tc.clone();
-    let workers = start_workers(
-        Workers::new(queue.clone(), controllers, metrics, done_tx),
-        &heartbeats,
-    )?;
-    // The ExternalNode's first sync recovers an interrupted takeover or restore and puts
-    // its flows back; neither waits for the lists.
-    queue.add(Key::L2);
-    queue.add(Key::En);
-    let events = events::EventLoop::new(events::Parts {
-        stop,
-        kube: kube_rx,
-        done: done_rx,
-        stores,
-        bridge,
-        tc,
-        queue: queue.clone(),
-        deferred,
-        ovs,
-        probe: probe.clone(),
-        source: source.clone(),
-        heartbeats,
-        ready: Box::new(ready),
-    });
-    events.run();
-
-    log::info!("stopping: flows and ports stay in place");
-    notify::notify_or_log(&[("STOPPING", "1")]);
-    status_server.stop();
-    drop(probe);
-    queue.shutdown();
-    for h in workers {
-        let _ = h.join();
-    }
-    if let Ok(s) = Arc::try_unwrap(source) {
-        s.stop();
-    }
-    Ok(())
+    })
 }
 
 /// The daemon's connections to Open vSwitch, and this run's flow round.
