@@ -12,15 +12,17 @@ pub mod datum;
 mod error;
 pub mod framer;
 pub mod ops;
+pub mod port;
 pub mod replica;
 pub mod rpc;
 pub mod unixctl;
 
-pub use bridgedb::{BridgeDb, PortData, PortKind, PortSpec, normalized_datapath};
+pub use bridgedb::{BridgeDb, normalized_datapath};
 pub use conn::{Client, ClientOptions, DbEvent, Remote};
 pub use datum::{Atom, Datum, Uuid};
 pub use error::OvsdbError;
 pub use ops::{Condition, Mutation, Op, OpResult, Row};
+pub use port::{PortData, PortKind, PortSpec};
 pub use replica::Replica;
 
 /// The database every OVS deployment uses.

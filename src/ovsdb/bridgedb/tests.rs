@@ -1,4 +1,5 @@
 use super::*;
+use crate::ovsdb::PortKind;
 
 fn br() -> Uuid {
     Uuid::parse("0c4ac2c5-16b1-4e2c-9dd6-8e5a10ad0b1c").unwrap()
