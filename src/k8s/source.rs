@@ -345,16 +345,20 @@ fn seed(kind: Kind) -> u64 {
 /// The driver: ask the machine what to do, do it, report back. Returns on stop.
 fn run_watcher<T: Watched>(ctx: &WatchCtx) {
     let (path, field_selector) = ctx.cfg.scope(ctx.kind);
-    let store = T::store(&ctx.stores);
-    let mut w: Watcher<T> = Watcher::new(ctx.cfg.watch, seed(ctx.kind));
-    let mut attempts = 0u32;
-    let mut synced = false;
+    let mut d = Driver::<T> {
+        ctx,
+        path,
+        store: T::store(&ctx.stores),
+        w: Watcher::new(ctx.cfg.watch, seed(ctx.kind)),
+        attempts: 0,
+        synced: false,
+    };
     loop {
         if ctx.stopping() {
             return;
         }
         let now = Instant::now();
-        let req = match w.poll(now) {
+        let req = match d.w.poll(now) {
             WatchNext::Wait(at) => {
                 ctx.pulse.idle();
                 match ctx.stop.recv_timeout(at.saturating_duration_since(now)) {
@@ -368,155 +372,171 @@ fn run_watcher<T: Watched>(ctx: &WatchCtx) {
         if let Some(fs) = &field_selector {
             query.push(("fieldSelector", fs.clone()));
         }
-        let failed = |w: &mut Watcher<T>, e: KubeError, list: bool| {
-            let now = Instant::now();
-            if list {
-                w.on_list_error(e, now);
-            } else {
-                w.on_watch_error(e, now);
-            }
+        let go_on = match req {
+            Request::List { .. } => d.list(&query),
+            Request::Watch { .. } => d.watch(&query),
         };
-        match req {
-            Request::List { .. } => {
-                // The request has its own timeout: waiting on it is not being stuck.
-                ctx.pulse.idle();
-                let got = ctx.client.get(&path, &query);
-                ctx.pulse.busy();
-                match got.and_then(|b| decode_list::<T>(&b)) {
-                    Ok(page) => {
-                        attempts = 0;
-                        for (key, err) in &page.skipped {
-                            log::error!(
-                                "kind={} object={key} cannot be decoded, skipped (its previous version, if any, is kept): {err}",
-                                ctx.kind
-                            );
+        if go_on.is_break() {
+            return;
+        }
+    }
+}
+
+/// One kind's watcher and what doing its requests has learnt: failures in a row (for the
+/// log's cadence), and whether the first list is in.
+struct Driver<'a, T: Watched> {
+    ctx: &'a WatchCtx,
+    path: String,
+    store: &'a Arc<Store<T>>,
+    w: Watcher<T>,
+    attempts: u32,
+    synced: bool,
+}
+
+/// `Break`: stopping.
+type Go = std::ops::ControlFlow<()>;
+
+impl<T: Watched> Driver<'_, T> {
+    /// A request failed: counted and logged, and the machine told (it backs off).
+    fn failed(&mut self, e: KubeError, list: bool) -> Go {
+        if self.ctx.stopping() {
+            return Go::Break(());
+        }
+        self.attempts += 1;
+        self.ctx.record_error(&e, self.attempts);
+        let now = Instant::now();
+        if list {
+            self.w.on_list_error(e, now);
+        } else {
+            self.w.on_watch_error(e, now);
+        }
+        Go::Continue(())
+    }
+
+    /// One LIST page: into the store when the list is complete, `Synced` after the first.
+    fn list(&mut self, query: &[(&str, String)]) -> Go {
+        let ctx = self.ctx;
+        // The request has its own timeout: waiting on it is not being stuck.
+        ctx.pulse.idle();
+        let got = ctx.client.get(&self.path, query);
+        ctx.pulse.busy();
+        let page = match got.and_then(|b| decode_list::<T>(&b)) {
+            Ok(page) => page,
+            Err(e) => return self.failed(e, true),
+        };
+        self.attempts = 0;
+        for (key, err) in &page.skipped {
+            log::error!(
+                "kind={} object={key} cannot be decoded, skipped (its previous version, if any, is kept): {err}",
+                ctx.kind
+            );
+        }
+        let Some(delta) = self.w.on_list_page(page) else {
+            return Go::Continue(());
+        };
+        // Status first: whoever sees the list's events sees it counted.
+        let relist = self.synced;
+        set_status(&ctx.status, ctx.kind, |s| {
+            s.synced = true;
+            s.last_error = None;
+            s.relists += u64::from(relist);
+            s.last_ok = Some(Instant::now());
+        });
+        if !apply_delta(self.store, delta, &ctx.events, &ctx.stop) {
+            return Go::Break(());
+        }
+        if !self.synced {
+            self.synced = true;
+            log::info!(
+                "kind={} initial sync done objects={}",
+                ctx.kind,
+                self.store.len()
+            );
+            if !send(&ctx.events, &ctx.stop, KubeEvent::Synced(ctx.kind)) {
+                return Go::Break(());
+            }
+        }
+        Go::Continue(())
+    }
+
+    /// One WATCH stream, event by event, until it ends or fails.
+    fn watch(&mut self, query: &[(&str, String)]) -> Go {
+        let ctx = self.ctx;
+        ctx.pulse.idle();
+        let opened = ctx.client.watch(&self.path, query);
+        ctx.pulse.busy();
+        let mut stream = match opened {
+            Ok(s) => s,
+            Err(e) => return self.failed(e, false),
+        };
+        self.w.on_watch_opened(Instant::now());
+        loop {
+            // Reads time out on a silent stream (watch_stall_timeout).
+            ctx.pulse.idle();
+            let next = stream.next_line();
+            ctx.pulse.busy();
+            let line = match next {
+                None => {
+                    self.w.on_watch_end(Instant::now());
+                    return Go::Continue(());
+                }
+                Some(Err(e)) => return self.failed(e, false),
+                Some(Ok(line)) => line,
+            };
+            let ev = match decode_event::<T>(&line) {
+                Ok(ev) => ev,
+                Err(e) => match self.bad_event(&line, e) {
+                    BadEvent::Skipped => continue,
+                    BadEvent::Rewatch | BadEvent::Relist => return Go::Continue(()),
+                },
+            };
+            match self.w.on_watch_event(ev, Instant::now()) {
+                Ok(delta) => {
+                    let now = Instant::now();
+                    let recovered = self.attempts > 0;
+                    set_status(&ctx.status, ctx.kind, |s| {
+                        s.last_ok = Some(now);
+                        if recovered {
+                            s.last_error = None;
                         }
-                        if let Some(d) = w.on_list_page(page) {
-                            // Status first: whoever sees the list's events sees it counted.
-                            let relist = synced;
-                            set_status(&ctx.status, ctx.kind, |s| {
-                                s.synced = true;
-                                s.last_error = None;
-                                s.relists += u64::from(relist);
-                                s.last_ok = Some(Instant::now());
-                            });
-                            if !apply_delta(store, d, &ctx.events, &ctx.stop) {
-                                return;
-                            }
-                            if !synced {
-                                synced = true;
-                                log::info!(
-                                    "kind={} initial sync done objects={}",
-                                    ctx.kind,
-                                    store.len()
-                                );
-                                if !send(&ctx.events, &ctx.stop, KubeEvent::Synced(ctx.kind)) {
-                                    return;
-                                }
-                            }
+                    });
+                    self.attempts = 0;
+                    if let Some(delta) = delta {
+                        if !apply_delta(self.store, delta, &ctx.events, &ctx.stop) {
+                            return Go::Break(());
                         }
-                    }
-                    Err(e) => {
-                        if ctx.stopping() {
-                            return;
-                        }
-                        attempts += 1;
-                        ctx.record_error(&e, attempts);
-                        failed(&mut w, e, true);
                     }
                 }
-            }
-            Request::Watch { .. } => {
-                ctx.pulse.idle();
-                let opened = ctx.client.watch(&path, &query);
-                ctx.pulse.busy();
-                let mut stream = match opened {
-                    Ok(s) => s,
-                    Err(e) => {
-                        if ctx.stopping() {
-                            return;
-                        }
-                        attempts += 1;
-                        ctx.record_error(&e, attempts);
-                        failed(&mut w, e, false);
-                        continue;
-                    }
-                };
-                w.on_watch_opened(Instant::now());
-                loop {
-                    // Reads time out on a silent stream (watch_stall_timeout).
-                    ctx.pulse.idle();
-                    let next = stream.next_line();
-                    ctx.pulse.busy();
-                    let line = match next {
-                        None => {
-                            w.on_watch_end(Instant::now());
-                            break;
-                        }
-                        Some(Err(e)) => {
-                            if ctx.stopping() {
-                                return;
-                            }
-                            attempts += 1;
-                            ctx.record_error(&e, attempts);
-                            failed(&mut w, e, false);
-                            break;
-                        }
-                        Some(Ok(line)) => line,
-                    };
-                    let ev = match decode_event::<T>(&line) {
-                        Ok(ev) => ev,
-                        Err(e) => {
-                            // One undecodable object must not stall the kind: skip it
-                            // (named), and relist if it keeps coming back.
-                            let id = bad_event_identity(&line);
-                            let key = id.as_ref().map(|(k, _)| k.as_str());
-                            let rv = id.as_ref().map(|(_, r)| r.as_str());
-                            let what = w.on_bad_event(key, rv, e.clone(), Instant::now());
-                            log::error!(
-                                "kind={} object={} undecodable watch event ({e}): {}",
-                                ctx.kind,
-                                key.unwrap_or("?"),
-                                match what {
-                                    BadEvent::Skipped => "skipped",
-                                    BadEvent::Rewatch => "re-watching",
-                                    BadEvent::Relist => "it came back: relisting",
-                                }
-                            );
-                            set_status(&ctx.status, ctx.kind, |s| {
-                                s.last_error = Some(e.to_string());
-                                s.errors_total += 1;
-                            });
-                            if what == BadEvent::Skipped {
-                                continue;
-                            }
-                            break;
-                        }
-                    };
-                    match w.on_watch_event(ev, Instant::now()) {
-                        Ok(d) => {
-                            let now = Instant::now();
-                            set_status(&ctx.status, ctx.kind, |s| {
-                                s.last_ok = Some(now);
-                                if attempts > 0 {
-                                    s.last_error = None;
-                                }
-                            });
-                            attempts = 0;
-                            if let Some(d) = d {
-                                if !apply_delta(store, d, &ctx.events, &ctx.stop) {
-                                    return;
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            attempts += 1;
-                            ctx.record_error(&e, attempts);
-                            break;
-                        }
-                    }
+                Err(e) => {
+                    self.attempts += 1;
+                    ctx.record_error(&e, self.attempts);
+                    return Go::Continue(());
                 }
             }
         }
+    }
+
+    /// One undecodable object must not stall the kind: skip it (named), and relist if it
+    /// keeps coming back.
+    fn bad_event(&mut self, line: &[u8], e: KubeError) -> BadEvent {
+        let id = bad_event_identity(line);
+        let key = id.as_ref().map(|(k, _)| k.as_str());
+        let rv = id.as_ref().map(|(_, r)| r.as_str());
+        let what = self.w.on_bad_event(key, rv, e.clone(), Instant::now());
+        log::error!(
+            "kind={} object={} undecodable watch event ({e}): {}",
+            self.ctx.kind,
+            key.unwrap_or("?"),
+            match what {
+                BadEvent::Skipped => "skipped",
+                BadEvent::Rewatch => "re-watching",
+                BadEvent::Relist => "it came back: relisting",
+            }
+        );
+        set_status(&self.ctx.status, self.ctx.kind, |s| {
+            s.last_error = Some(e.to_string());
+            s.errors_total += 1;
+        });
+        what
     }
 }
