@@ -251,6 +251,8 @@ fn parse_file(
     text: &str,
     warnings: &mut Vec<String>,
 ) -> Result<FileSettings, ConfigError> {
+    // Long on purpose: Every config-file key (tether's and Antrea's agent config), each
+    // validated and named in its error: a table.
     let err = |m: String| ConfigError(format!("config {name}: {m}"));
     let docs = crate::k8s::yaml::parse_documents(text).map_err(err)?;
     let mut out = FileSettings::default();
@@ -371,6 +373,8 @@ pub fn parse_run(
     env: &dyn Fn(&str) -> Option<String>,
     hostname: &dyn Fn() -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    // Long on purpose: Every `tether run` flag and its precedence over the file and the
+    // environment, in one place so the order of precedence is visible.
     let mut flags = Raw::default();
     let mut config_file = None;
     let mut i = 0;

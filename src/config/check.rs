@@ -145,6 +145,8 @@ pub fn run(cfg: &Config) -> Vec<Finding> {
 
 /// The OVS sockets and the bridge; the OVSDB client when it answers.
 fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) -> Option<Arc<Client>> {
+    // Long on purpose: The OVS checks in the order `tether check` prints them; each uses
+    // what the one before found (socket, then client, then bridge).
     let db = cfg.ovs_rundir.join("db.sock");
     let fix_db = format!(
         "start Open vSwitch (systemctl start openvswitch-switch) or point --ovs-rundir at the directory holding db.sock (now {})",
@@ -274,6 +276,8 @@ type Found = (Option<k8s::ExternalNode>, Vec<k8s::TrafficControl>);
 
 /// The source's checks; what it holds for this node.
 fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
+    // Long on purpose: One arm per source (manifests, kubeconfig, in-cluster), each with
+    // its checks in the order they are printed.
     let cc = match &cfg.source {
         Input::Manifests(dir) => return check_manifests(cfg, dir, out),
         Input::Kubeconfig(p) => k8s::kubeconfig::load_kubeconfig(p, None),
@@ -472,6 +476,8 @@ fn check_external_node(
     tunnels: &[preflight::Tunnel],
     out: &mut Vec<Finding>,
 ) {
+    // Long on purpose: The checks `tether check` reports for the ExternalNode, in the order
+    // it prints them; each is a few lines, and they share what the earlier ones found.
     use crate::controller::externalnode::verdict::{self, OvsPort};
     use preflight::{gather, host::RealHost};
     let key = format!("{}/{}", en.metadata.namespace, en.metadata.name);

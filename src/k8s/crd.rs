@@ -358,6 +358,8 @@ fn validate_applied_to(w: &AppliedToWire, e: &mut Errors) -> AppliedTo {
 }
 
 fn validate_port(w: &TcPortWire, path: &str, allow_erspan: bool, e: &mut Errors) -> Option<TcPort> {
+    // Long on purpose: One arm per port type of the CRD, each validating its fields with
+    // their exact paths: a table.
     let set: Vec<&str> = [
         ("ovsInternal", w.ovs_internal.is_some()),
         ("device", w.device.is_some()),

@@ -165,6 +165,9 @@ pub fn parse_kubeconfig(
     base_dir: &Path,
     context: Option<&str>,
 ) -> Result<ClusterConfig, KubeError> {
+    // Long on purpose: The kubeconfig schema walked top to bottom (contexts, clusters,
+    // users, each field checked and named in its error); splitting it scatters one schema
+    // over several places.
     // JSON is YAML 1.2, so one parser reads both forms.
     let doc = yaml::parse_documents(text)
         .map_err(|e| config_err("syntax", e))?

@@ -96,6 +96,8 @@ impl Rtnl {
     where
         P: Size + ToBytes + FromBytesWithInput<Input = usize> + Debug + Clone,
     {
+        // Long on purpose: The netlink request/response loop in one piece: send, read until
+        // DONE or ACK, re-run an interrupted dump; its states share the buffers.
         let dump = flags.contains(NlmF::DUMP);
         let net = |detail: String| LinkError::Netlink {
             what: what.into(),

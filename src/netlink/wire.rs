@@ -372,6 +372,8 @@ pub(crate) fn encode_addr(a: &Addr, delete: bool) -> (AddrHdr, Vec<Attr>) {
 /// and families other than IPv4/IPv6. Attributes this module does not re-create mark the
 /// route [`Route::unmovable`] rather than being dropped silently.
 pub(crate) fn decode_route(hdr: &RouteHdr, attrs: &[Attr]) -> Result<Option<Route>, String> {
+    // Long on purpose: One arm per route attribute the kernel sends, each decoded or
+    // marking the route unmovable: a table.
     let f = hdr.family;
     if (f != AF_INET && f != AF_INET6) || hdr.flags & RTM_F_CLONED != 0 {
         return Ok(None);

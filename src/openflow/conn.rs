@@ -449,6 +449,8 @@ impl SocketThread {
 
     /// Connect and exchange HELLOs; the switch must allow our version.
     fn connect(&mut self) -> Result<Link, OfError> {
+        // Long on purpose: The connection handshake in protocol order (connect, HELLO both
+        // ways, version check, FEATURES), each step's error naming the socket.
         let mut stream = UnixStream::connect(&self.path).map_err(|e| self.io_err("connect", e))?;
         stream
             .set_read_timeout(Some(READ_TICK))

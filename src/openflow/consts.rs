@@ -324,6 +324,7 @@ pub const OFPPC10_NO_FLOOD: u32 = 1 << 4;
 /// Standard codes are from OF1.5 §7.5.4; Nicira/ONF experimenter codes as OVS encodes them
 /// for OpenFlow 1.2+.
 pub fn error_name(type_: ErrorType, code: u16, experimenter: Option<u32>) -> Option<&'static str> {
+    // Long on purpose: A lookup table (type, code) → name, as OVS lists them.
     let table: &[&str] = match (type_, experimenter) {
         (ErrorType::HELLO_FAILED, _) => &["OFPHFC_INCOMPATIBLE", "OFPHFC_EPERM"],
         (ErrorType::BAD_REQUEST, _) => &[

@@ -372,6 +372,7 @@ impl Msg {
 }
 
 fn decode_body(version: Version, type_: u8, r: &mut Reader<'_>) -> Result<Body, WireError> {
+    // Long on purpose: One arm per OpenFlow message type: a table.
     let v10 = version == Version::OF10;
     let v15 = version == Version::OF15;
     // HELLO, ERROR and ECHO share numbers and layouts across versions (OF1.5 §7.1.1).

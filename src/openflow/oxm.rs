@@ -267,6 +267,7 @@ impl MatchField {
 
     /// Decode one OXM TLV.
     pub fn decode(r: &mut Reader<'_>) -> Result<MatchField, WireError> {
+        // Long on purpose: One arm per OXM field: a table.
         use MatchField::*;
         let [c0, c1, fm, len] = r.array::<4>("oxm header")?;
         let class = OxmClass(u16::from_be_bytes([c0, c1]));

@@ -620,6 +620,8 @@ impl SocketThread {
         pending: &mut HashMap<u64, Pending>,
         monitored: &mut bool,
     ) -> Result<(), String> {
+        // Long on purpose: One arm per JSON-RPC message the server sends (replies, errors,
+        // updates, echo), each touching the pending requests or the replica.
         match Incoming::classify(msg).map_err(|e| e.to_string())? {
             Incoming::Request { id, method, params } => {
                 if method == "echo" {

@@ -38,6 +38,8 @@ pub struct Probe {
 
 impl Probe {
     pub fn snapshot(&self) -> Snapshot {
+        // Long on purpose: It copies every part of the daemon into one snapshot struct,
+        // field by field.
         let now = Instant::now();
         let kinds = self.source.status();
         // Namespaces first, then the rest in `Kind::ALL` order: the order `tether status`

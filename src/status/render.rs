@@ -48,6 +48,8 @@ fn table(out: &mut String, rows: &[Vec<String>]) {
 
 /// The table `tether status` prints.
 pub fn human(s: &Snapshot) -> String {
+    // Long on purpose: The `tether status` table, section by section as printed: a flat
+    // list reads best whole.
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -171,6 +173,8 @@ fn metric(o: &mut String, name: &str, kind: &str, help: &str, samples: &[(String
 
 /// Prometheus text exposition format 0.0.4.
 pub fn prometheus(s: &Snapshot) -> String {
+    // Long on purpose: One block per metric family, in the order scrapers see them: a flat
+    // list reads best whole.
     let mut o = String::new();
     let b = |x: bool| if x { "1" } else { "0" }.to_string();
     let one = |v: String| vec![(String::new(), v)];

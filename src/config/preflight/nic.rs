@@ -239,6 +239,8 @@ pub fn lifetimes(
     manager: &Manager,
     clients: &[DhcpClient],
 ) -> Option<Finding> {
+    // Long on purpose: The finite-lifetime cases (DHCPv4, SLAAC, DHCPv6, static) with what
+    // keeps each alive, in the order they are reported.
     const WHAT: &str = "lifetimes";
     let finite: Vec<&Addr> = addrs
         .iter()

@@ -182,6 +182,8 @@ pub fn tunnels(
     ovs_version: Option<&str>,
     modules: &BTreeMap<String, Module>,
 ) -> Vec<Finding> {
+    // Long on purpose: One check per tunnel type (module, kernel version, OVS version), in
+    // the order they are reported.
     const WHAT: &str = "tunnels";
     if tunnels.is_empty() {
         return Vec::new();

@@ -256,6 +256,9 @@ impl EnController {
     /// Make the host match this node's ExternalNode in the store (absent: restore every
     /// attached NIC).
     fn reconcile(&self) -> Result<(), EnError> {
+        // Long on purpose: One decision per case of what is attached versus what the
+        // ExternalNode asks (absent, stale, attached, uplink lost, new), each with its
+        // reason in place.
         let attached = self.attached();
         let key = self.key();
         let Some(en) = self.stores.external_nodes.get(&key) else {

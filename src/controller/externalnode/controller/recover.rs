@@ -57,6 +57,8 @@ impl EnController {
     /// replaces the broken one before anything changes, so a crash here recovers
     /// normally. Only when no NIC can be named at all is the record left for an operator.
     pub(super) fn salvage(&self, raw: &str, detail: String) -> Result<(), EnError> {
+        // Long on purpose: Salvaging follows one decision tree (which NIC, which ports,
+        // what config); split, its cases would lose their order.
         let shown: String = raw.chars().take(512).collect();
         log::error!(
             "externalnode step record Bridge external_ids:{RECORD_KEY} is unreadable ({detail}): {shown:?}; recovering the NIC from the kernel and OVSDB"
