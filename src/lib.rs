@@ -1,8 +1,13 @@
 //! tether: Antrea's ExternalNode and TrafficControl controllers for a plain Linux VM.
 //!
-//! The library holds everything; `main.rs` only parses arguments and calls in. Protocol
-//! modules (`ovsdb`, `openflow`, `k8s`) keep their codecs and state machines free of
-//! sockets, with exactly one file per module doing I/O; `netlink` is the only user of neli.
+//! The library holds everything; `main.rs` only parses arguments and calls in. The
+//! protocol modules (`ovsdb`, `openflow`, `k8s`, `netlink`) keep their codecs and state
+//! machines pure (encode/decode pairs, plans as data) and do their I/O in the few files
+//! that own a socket or a file (`ovsdb`: `conn`, `unixctl`, `bridgedb`; `openflow`:
+//! `conn`, `backend`; `k8s`: `http`, `kubeconfig`, `manifests`; `netlink`: `rtnl`,
+//! `sysctl`); `netlink` is the only user of neli. `controller` is the reconcile core,
+//! reaching all of them through its own traits; `daemon` wires the parts together. The
+//! README's module map says what each module owns.
 
 pub mod config;
 pub mod controller;
