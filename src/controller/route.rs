@@ -9,7 +9,7 @@ use super::Key;
 use super::interfaces::{Interfaces, Role};
 use super::l2::l2_flows;
 use super::trafficcontrol::select;
-use crate::k8s::{Change, KubeEvent, Labels, Stores, TrafficControl};
+use crate::k8s::{Change, KubeEvent, Labels, Pod, Stores, TrafficControl};
 
 /// What happened.
 #[derive(Clone, Copy, Debug)]
@@ -96,6 +96,16 @@ pub fn tcs_for_pod(
         .collect()
 }
 
+/// TCs selecting `pod` as it is now.
+fn tcs_selecting(stores: &Stores, pod: &Pod) -> BTreeSet<String> {
+    tcs_for_pod(
+        stores,
+        &pod.metadata.namespace,
+        None,
+        Some(&pod.metadata.labels),
+    )
+}
+
 /// TCs whose Namespace selector matched the Namespace before or after: their selected
 /// Pods may have changed.
 pub fn tcs_for_namespace(
@@ -122,12 +132,7 @@ pub fn tcs_for_tc(
         keys.insert(tc.metadata.name.clone());
         let Ok(spec) = &tc.spec else { continue };
         for pod in select::selected_pods(spec, &stores.pods, &stores.namespaces) {
-            keys.extend(tcs_for_pod(
-                stores,
-                &pod.metadata.namespace,
-                None,
-                Some(&pod.metadata.labels),
-            ));
+            keys.extend(tcs_selecting(stores, &pod));
         }
     }
     keys
@@ -150,12 +155,7 @@ pub fn tcs_for_ports(stores: &Stores, old: &Interfaces, new: &Interfaces) -> BTr
             continue;
         }
         if let Some(pod) = stores.pods.get(k) {
-            keys.extend(tcs_for_pod(
-                stores,
-                &pod.metadata.namespace,
-                None,
-                Some(&pod.metadata.labels),
-            ));
+            keys.extend(tcs_selecting(stores, &pod));
         }
     }
     keys
