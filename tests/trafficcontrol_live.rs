@@ -3,7 +3,7 @@
 //! both ports, one reading the ofports OVS gave them, one port-description request and one
 //! OF1.0 batch for no-flood, and ONE atomic bundle holding its mark and return flows. A
 //! second sync of the same TC, converged, asks the switch nothing: the ofports come from
-//! the snapshot.
+//! the snapshot. Deleting the TC takes all its flows out in one bundle, then its ports.
 
 #![allow(clippy::unwrap_used)]
 
@@ -100,7 +100,7 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         .unwrap(),
     );
     let c = TcController::new(
-        stores,
+        stores.clone(),
         bridge.clone(),
         of.clone(),
         Arc::new(FakeLinks::new()),
@@ -163,5 +163,23 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         (db3 - db2, of3.round_trips - of2.round_trips),
         (0, 0),
         "a converged TC costs nothing"
+    );
+
+    // Deleted: the mark flows and the return port's flow go in one bundle, then both ports.
+    stores.traffic_controls.delete("mirror");
+    let (_, of4) = counts(&client, &of);
+    c.sync("mirror").unwrap();
+    let (_, of5) = counts(&client, &of);
+    assert_eq!(
+        of5.bundles - of4.bundles,
+        1,
+        "one bundle takes every flow of the TC out"
+    );
+    assert_eq!(of5.flow_mods - of4.flow_mods, 3);
+    let ports = sb.vsctl(&["list-ports", "br-int"]);
+    assert_eq!(
+        ports.split_whitespace().collect::<Vec<_>>(),
+        vec!["web-veth"],
+        "{ports}"
     );
 }

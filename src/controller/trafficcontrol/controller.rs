@@ -436,20 +436,32 @@ impl TcController {
         }
     }
 
+    /// TC `name` is gone (or invalid): its mark flows and the flows of the ports it alone
+    /// used go in ONE bundle, then those ports.
     fn teardown(&self, name: &str) {
-        let owner = lock(&self.state).owners.get(name).copied();
-        if let Some(id) = owner {
-            if let Err(e) = self.flows.remove(Owner::new(Category::TRAFFIC_CONTROL, id)) {
-                log::warn!("tc={name} removing flows failed: {e}");
-            }
-        }
         let prev = lock(&self.state).tcs.remove(name);
         let _g = lock(&self.ports);
+        let previous: Vec<String> = prev
+            .iter()
+            .flat_map(|s| s.target_port.iter().chain(s.return_port.iter()))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let release = plan_release(&previous, &[], &self.referenced_ports());
+        let owners: Vec<Owner> = {
+            let st = lock(&self.state);
+            std::iter::once(name.to_string())
+                .chain(release.iter().map(|p| format!("port:{p}")))
+                .filter_map(|k| st.owners.get(&k))
+                .map(|id| Owner::new(Category::TRAFFIC_CONTROL, *id))
+                .collect()
+        };
+        let sets = owners.into_iter().map(|o| (o, Vec::new())).collect();
+        for (owner, e) in self.flows.apply_many(sets) {
+            log::warn!("tc={name} removing flows of {owner} failed: {e}");
+        }
         let ifs = self.bridge.interfaces();
-        if let Some(s) = prev {
-            for (p, _) in s.target_port.iter().chain(s.return_port.iter()) {
-                self.release_port(&ifs, p);
-            }
+        for p in &release {
+            self.release_port(&ifs, p);
         }
     }
 
