@@ -17,6 +17,7 @@ mod steps;
 use steps::Made;
 
 use super::identity;
+use super::plan::{Attach, AttachedView, plan_sync};
 use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
 #[cfg(feature = "test-hooks")]
 use super::types::CRASH_ENV;
@@ -254,11 +255,9 @@ impl EnController {
     }
 
     /// Make the host match this node's ExternalNode in the store (absent: restore every
-    /// attached NIC).
+    /// attached NIC): snapshot (the store, OVSDB's attached NICs, the kernel's links) →
+    /// `plan::plan_sync` → carry it out.
     fn reconcile(&self) -> Result<(), EnError> {
-        // Long on purpose: One decision per case of what is attached versus what the
-        // ExternalNode asks (absent, stale, attached, uplink lost, new), each with its
-        // reason in place.
         let attached = self.attached();
         let key = self.key();
         let Some(en) = self.stores.external_nodes.get(&key) else {
@@ -282,20 +281,28 @@ impl EnController {
         let (link, ips) = self.find_nic(&iface.ips)?;
         let entity = external_entity_name(&en.metadata.name, &iface.name);
         let namespace = en.metadata.namespace.clone();
-        let stale = |a: &Attached| {
-            self.links
-                .link_by_name(&a.uplink)
-                .is_err_and(|e| e.is_not_found())
-        };
-        // Before any link is touched: a link that is not (still) our host port must be one
-        // we may take over at all.
-        if !attached.iter().any(|a| a.nic == link.name && !stale(a)) {
+        let exists = |name: &str| self.links.link_by_name(name).is_ok();
+        let views: Vec<AttachedView> = attached
+            .iter()
+            .map(|a| AttachedView {
+                nic: a.nic.clone(),
+                uplink_port: a.uplink_port.is_some(),
+                // Only "not found" means gone: another error is no evidence of a reboot.
+                uplink_link: !self
+                    .links
+                    .link_by_name(&a.uplink)
+                    .is_err_and(|e| e.is_not_found()),
+            })
+            .collect();
+        let uplink = uplink_name(&link.name);
+        let plan = plan_sync(&link.name, &uplink, exists(&uplink), &views);
+        if plan.judge {
             self.judge(&key, &link)?;
         }
-        match attached.iter().find(|a| a.nic == link.name) {
-            // The ports survived but the kernel side did not (a reboot: the NIC has its
-            // own name and addresses again, the uplink link is gone; Antrea #4122).
-            Some(a) if stale(a) => {
+        let mine = attached.iter().find(|a| a.nic == link.name);
+        match (plan.attach, mine) {
+            (Attach::Keep, Some(a)) => self.ensure_attached(a, &entity, &namespace, &ips)?,
+            (Attach::Reattach, Some(a)) => {
                 log::warn!(
                     "externalnode ports of {} outlived their links (reboot?); re-attaching",
                     a.nic
@@ -303,11 +310,7 @@ impl EnController {
                 self.drop_ports_and_flows(a)?;
                 self.takeover(&link, &entity, &namespace, &ips)?;
             }
-            Some(a) if a.uplink_port.is_some() => {
-                self.ensure_attached(a, &entity, &namespace, &ips)?
-            }
-            Some(a) => {
-                // The uplink port vanished under us: give the NIC back, then take it again.
+            (Attach::Rebuild, Some(a)) => {
                 log::warn!(
                     "externalnode uplink port missing nic={} uplink={}",
                     a.nic,
@@ -317,26 +320,19 @@ impl EnController {
                 let (link, ips) = self.find_nic(&iface.ips)?;
                 self.takeover(&link, &entity, &namespace, &ips)?;
             }
-            None => {
-                // A link called like the NIC next to one called like its uplink, with no
-                // step in flight and no host port in OVSDB: someone else's half-done
-                // takeover (or a replica behind our own writes). Never stack a second one.
-                let uplink = uplink_name(&link.name);
-                if self.links.link_by_name(&uplink).is_ok() {
-                    return Err(EnError::Inconsistent {
-                        nic: link.name.clone(),
-                        detail: format!(
-                            "link {uplink} exists but OVSDB has no host port {}",
-                            link.name
-                        ),
-                    });
-                }
-                self.takeover(&link, &entity, &namespace, &ips)?
+            (Attach::Refuse { uplink }, _) => {
+                return Err(EnError::Inconsistent {
+                    nic: link.name.clone(),
+                    detail: format!(
+                        "link {uplink} exists but OVSDB has no host port {}",
+                        link.name
+                    ),
+                });
             }
+            (Attach::Takeover, _) | (_, None) => self.takeover(&link, &entity, &namespace, &ips)?,
         }
-        // A different NIC holds the IPs now: the old one goes back after the new one is in.
         let mut errors = Vec::new();
-        for a in attached.iter().filter(|a| a.nic != link.name) {
+        for a in attached.iter().filter(|a| plan.release.contains(&a.nic)) {
             log::info!("externalnode releasing old nic={} new={}", a.nic, link.name);
             if let Err(e) = self.restore(a) {
                 errors.push(e);

@@ -36,6 +36,7 @@
 
 mod controller;
 pub mod identity;
+pub mod plan;
 pub mod record;
 mod types;
 pub mod verdict;
