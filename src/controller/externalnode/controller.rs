@@ -35,6 +35,16 @@ use crate::ovsdb::unixctl;
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 use crate::pipeline::externalnode::{bypass_flows, uplink_pair_flows};
 
+/// The NIC holding the ExternalNode's IPs, and what its host port must say.
+struct Target<'a> {
+    link: &'a Link,
+    ips: &'a [IpAddr],
+    /// The ExternalNode's IPs (to find the NIC again after a rebuild).
+    wanted: &'a [IpAddr],
+    entity: &'a str,
+    namespace: &'a str,
+}
+
 /// A NIC attached to the bridge, as OVSDB records it.
 #[derive(Clone, Debug)]
 struct Attached {
@@ -300,37 +310,14 @@ impl EnController {
             self.judge(&key, &link)?;
         }
         let mine = attached.iter().find(|a| a.nic == link.name);
-        match (plan.attach, mine) {
-            (Attach::Keep, Some(a)) => self.ensure_attached(a, &entity, &namespace, &ips)?,
-            (Attach::Reattach, Some(a)) => {
-                log::warn!(
-                    "externalnode ports of {} outlived their links (reboot?); re-attaching",
-                    a.nic
-                );
-                self.drop_ports_and_flows(a)?;
-                self.takeover(&link, &entity, &namespace, &ips)?;
-            }
-            (Attach::Rebuild, Some(a)) => {
-                log::warn!(
-                    "externalnode uplink port missing nic={} uplink={}",
-                    a.nic,
-                    a.uplink
-                );
-                self.restore(a)?;
-                let (link, ips) = self.find_nic(&iface.ips)?;
-                self.takeover(&link, &entity, &namespace, &ips)?;
-            }
-            (Attach::Refuse { uplink }, _) => {
-                return Err(EnError::Inconsistent {
-                    nic: link.name.clone(),
-                    detail: format!(
-                        "link {uplink} exists but OVSDB has no host port {}",
-                        link.name
-                    ),
-                });
-            }
-            (Attach::Takeover, _) | (_, None) => self.takeover(&link, &entity, &namespace, &ips)?,
-        }
+        let target = Target {
+            link: &link,
+            ips: &ips,
+            wanted: &iface.ips,
+            entity: &entity,
+            namespace: &namespace,
+        };
+        self.attach(plan.attach, mine, &target)?;
         let mut errors = Vec::new();
         for a in attached.iter().filter(|a| plan.release.contains(&a.nic)) {
             log::info!("externalnode releasing old nic={} new={}", a.nic, link.name);
@@ -339,6 +326,49 @@ impl EnController {
             }
         }
         many(errors)
+    }
+
+    /// Carry out the plan for the NIC holding the IPs.
+    fn attach(
+        &self,
+        attach: Attach,
+        mine: Option<&Attached>,
+        t: &Target<'_>,
+    ) -> Result<(), EnError> {
+        match (attach, mine) {
+            (Attach::Keep, Some(a)) => self.ensure_attached(a, t.entity, t.namespace, t.ips)?,
+            (Attach::Reattach, Some(a)) => {
+                log::warn!(
+                    "externalnode ports of {} outlived their links (reboot?); re-attaching",
+                    a.nic
+                );
+                self.drop_ports_and_flows(a)?;
+                self.takeover(t.link, t.entity, t.namespace, t.ips)?;
+            }
+            (Attach::Rebuild, Some(a)) => {
+                log::warn!(
+                    "externalnode uplink port missing nic={} uplink={}",
+                    a.nic,
+                    a.uplink
+                );
+                self.restore(a)?;
+                let (link, ips) = self.find_nic(t.wanted)?;
+                self.takeover(&link, t.entity, t.namespace, &ips)?;
+            }
+            (Attach::Refuse { uplink }, _) => {
+                return Err(EnError::Inconsistent {
+                    nic: t.link.name.clone(),
+                    detail: format!(
+                        "link {uplink} exists but OVSDB has no host port {}",
+                        t.link.name
+                    ),
+                });
+            }
+            (Attach::Takeover, _) | (_, None) => {
+                self.takeover(t.link, t.entity, t.namespace, t.ips)?
+            }
+        }
+        Ok(())
     }
 
     fn find_nic(&self, ips: &[IpAddr]) -> Result<(Link, Vec<IpAddr>), EnError> {
