@@ -182,83 +182,45 @@ mod tests {
     }
 
     /// Counts `apply` and `apply_many` calls on top of a fake.
-    #[derive(Default)]
-    struct Counting {
-        fake: FakeFlows,
-        applies: Mutex<usize>,
-        batches: Mutex<Vec<usize>>,
-        replaced: Mutex<Vec<(usize, u16)>>,
-    }
-
-    impl Flows for Counting {
-        fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
-            *self.applies.lock().unwrap() += 1;
-            self.fake.apply(owner, flows)
-        }
-        fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-            self.batches.lock().unwrap().push(sets.len());
-            sets.into_iter()
-                .filter_map(|(o, f)| self.fake.apply(o, f).err().map(|e| (o, e)))
-                .collect()
-        }
-        fn remove(&self, owner: Owner) -> Result<(), OfError> {
-            self.fake.remove(owner)
-        }
-        fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
-            self.fake.set_no_flood(ofport, on)
-        }
-        fn delete_round(&self, round: u16) -> Result<(), OfError> {
-            self.fake.delete_round(round)
-        }
-        fn replace_round(
-            &self,
-            sets: Vec<(Owner, Vec<Flow>)>,
-            round: u16,
-        ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
-            self.replaced.lock().unwrap().push((sets.len(), round));
-            let failed = self.apply_many(sets);
-            (failed, self.fake.delete_round(round))
-        }
-    }
 
     #[test]
     fn collects_the_category_until_the_flush_then_passes_through() {
-        let inner = Arc::new(Counting::default());
+        let inner = Arc::new(FakeFlows::default());
         let d = DeferredFlows::new(inner.clone(), Scope::Only(Category::TRAFFIC_CONTROL));
         let en = Owner::new(Category::EXTERNAL_NODE, 1);
         // Another category goes straight to the switch.
         d.apply(en, vec![flow(9)]).unwrap();
-        assert_eq!(inner.fake.of(en), vec![flow(9)]);
+        assert_eq!(inner.of(en), vec![flow(9)]);
         // TC flows are collected; a later apply of one owner replaces its earlier one.
         d.apply(tc(1), vec![flow(1)]).unwrap();
         d.apply(tc(2), vec![flow(2)]).unwrap();
         d.apply(tc(1), vec![flow(3)]).unwrap();
         d.apply(tc(4), vec![flow(4)]).unwrap();
         d.remove(tc(4)).unwrap();
-        assert!(inner.fake.of(tc(1)).is_empty());
+        assert!(inner.of(tc(1)).is_empty());
         assert_eq!(*inner.applies.lock().unwrap(), 1);
         assert!(d.collecting());
         // One batch of the two live owners, with their latest flows.
         assert!(d.flush(None).0.is_empty());
         assert_eq!(*inner.batches.lock().unwrap(), vec![2]);
-        assert_eq!(inner.fake.of(tc(1)), vec![flow(3)]);
-        assert_eq!(inner.fake.of(tc(2)), vec![flow(2)]);
-        assert!(inner.fake.of(tc(4)).is_empty());
+        assert_eq!(inner.of(tc(1)), vec![flow(3)]);
+        assert_eq!(inner.of(tc(2)), vec![flow(2)]);
+        assert!(inner.of(tc(4)).is_empty());
         // After the flush: straight through, and a second flush sends nothing.
         assert!(!d.collecting());
         d.apply(tc(2), vec![flow(5)]).unwrap();
-        assert_eq!(inner.fake.of(tc(2)), vec![flow(5)]);
+        assert_eq!(inner.of(tc(2)), vec![flow(5)]);
         assert!(d.flush(None).0.is_empty());
         assert_eq!(*inner.batches.lock().unwrap(), vec![2]);
     }
 
     #[test]
     fn a_failed_flush_names_the_owners() {
-        let inner = Arc::new(Counting::default());
+        let inner = Arc::new(FakeFlows::default());
         let d = DeferredFlows::new(inner.clone(), Scope::Only(Category::TRAFFIC_CONTROL));
         d.apply(tc(1), vec![flow(1)]).unwrap();
         d.apply(tc(2), vec![flow(2)]).unwrap();
-        *inner.fake.fail.lock().unwrap() = Some(OfError::Disconnected {
+        *inner.fail.lock().unwrap() = Some(OfError::Disconnected {
             socket: "br-int.mgmt".into(),
         });
         let failed: Vec<Owner> = d.flush(None).0.into_iter().map(|(o, _)| o).collect();
@@ -270,7 +232,7 @@ mod tests {
     /// replace of that round (Antrea's flows are never mixed with tether's).
     #[test]
     fn scope_all_defers_every_owner_and_replaces_the_round() {
-        let inner = Arc::new(Counting::default());
+        let inner = Arc::new(FakeFlows::default());
         let d = DeferredFlows::new(inner.clone(), Scope::All);
         let base = Owner::new(Category::DEFAULT, 0);
         let en = Owner::new(Category::EXTERNAL_NODE, 1);
@@ -286,8 +248,8 @@ mod tests {
         assert!(failed.is_empty());
         assert_eq!(deleted, Some(Ok(())));
         assert_eq!(*inner.replaced.lock().unwrap(), vec![(3, 7)]);
-        assert_eq!(inner.fake.of(en), vec![flow(9)]);
+        assert_eq!(inner.of(en), vec![flow(9)]);
         d.apply(en, vec![flow(10)]).unwrap();
-        assert_eq!(inner.fake.of(en), vec![flow(10)]);
+        assert_eq!(inner.of(en), vec![flow(10)]);
     }
 }

@@ -218,12 +218,26 @@ impl Bridge for FakeBridge {
     }
 }
 
+/// Picks flow owners.
+pub type OwnerFilter = fn(Owner) -> bool;
+
+/// A recording `Flows`: every owner's flows, the no-flood ports, and counts of how it
+/// was called; it fails every call (`fail`) or the applies of some owners (`fail_owner`)
+/// on request.
 #[derive(Default)]
 pub struct FakeFlows {
     pub owners: Mutex<BTreeMap<Owner, Vec<Flow>>>,
     pub no_flood: Mutex<BTreeSet<u32>>,
     /// When set, every call fails with this error.
     pub fail: Mutex<Option<OfError>>,
+    /// When set, applying the flows of an owner it picks fails (the switch gone).
+    pub fail_owner: Mutex<Option<OwnerFilter>>,
+    /// Calls of `apply` (not those `apply_many` makes).
+    pub applies: Mutex<usize>,
+    /// The number of owners in each `apply_many`.
+    pub batches: Mutex<Vec<usize>>,
+    /// Each `replace_round`: (owners, round).
+    pub replaced: Mutex<Vec<(usize, u16)>>,
 }
 
 impl FakeFlows {
@@ -245,11 +259,14 @@ impl FakeFlows {
             None => Ok(()),
         }
     }
-}
 
-impl Flows for FakeFlows {
-    fn apply(&self, owner: Owner, mut flows: Vec<Flow>) -> Result<(), OfError> {
+    fn put(&self, owner: Owner, mut flows: Vec<Flow>) -> Result<(), OfError> {
         self.check()?;
+        if lock(&self.fail_owner).is_some_and(|f| f(owner)) {
+            return Err(OfError::Disconnected {
+                socket: "br-int.mgmt".into(),
+            });
+        }
         flows.sort();
         if flows.is_empty() {
             lock(&self.owners).remove(&owner);
@@ -257,6 +274,30 @@ impl Flows for FakeFlows {
             lock(&self.owners).insert(owner, flows);
         }
         Ok(())
+    }
+}
+
+impl Flows for FakeFlows {
+    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
+        *lock(&self.applies) += 1;
+        self.put(owner, flows)
+    }
+
+    fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
+        lock(&self.batches).push(sets.len());
+        sets.into_iter()
+            .filter_map(|(o, f)| self.put(o, f).err().map(|e| (o, e)))
+            .collect()
+    }
+
+    fn replace_round(
+        &self,
+        sets: Vec<(Owner, Vec<Flow>)>,
+        round: u16,
+    ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
+        lock(&self.replaced).push((sets.len(), round));
+        let failed = self.apply_many(sets);
+        (failed, self.delete_round(round))
     }
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {

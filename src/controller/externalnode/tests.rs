@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::controller::Flows;
 use crate::controller::interfaces::Interfaces;
 use crate::controller::{Bridge, Datapath};
 use crate::k8s::{ExternalNode, ExternalNodeSpec, NetworkInterface, ObjectMeta, Stores};
@@ -22,7 +21,7 @@ use crate::netlink::{
     Addr, Call, FakeLinks, Link, LinkError, Links, Prefix, Route, RouteProtocol, Scope,
 };
 use crate::netlink::{DevSysctl, LinkFlags};
-use crate::openflow::{Category, Flow, OfError, Owner};
+use crate::openflow::{Category, Flow, Owner};
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 use crate::pipeline::externalnode::uplink_pair_flows;
 use crate::testing::{FakeBridge, FakeFlows};
@@ -174,34 +173,6 @@ impl Bridge for Sim {
     }
 }
 
-/// Flows whose pair installs can be made to fail (removal keeps working, as it does for
-/// an owner the real backend never installed).
-#[derive(Default)]
-struct TestFlows {
-    inner: FakeFlows,
-    fail_pair: AtomicBool,
-}
-
-impl Flows for TestFlows {
-    fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
-        if owner.object != 0 && self.fail_pair.load(Ordering::SeqCst) {
-            return Err(OfError::Disconnected {
-                socket: "br-int.mgmt".into(),
-            });
-        }
-        self.inner.apply(owner, flows)
-    }
-    fn remove(&self, owner: Owner) -> Result<(), OfError> {
-        self.inner.remove(owner)
-    }
-    fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
-        self.inner.set_no_flood(ofport, on)
-    }
-    fn delete_round(&self, round: u16) -> Result<(), OfError> {
-        self.inner.delete_round(round)
-    }
-}
-
 /// `dpctl/del-if` on the `Sim`'s datapath: removes a lingering internal netdev, or
 /// releases a system port's netdev from `ovs-system` (unless `held`).
 struct FakeDatapath {
@@ -234,7 +205,7 @@ impl Datapath for FakeDatapath {
 struct Fx {
     links: Arc<FakeLinks>,
     sim: Arc<Sim>,
-    flows: Arc<TestFlows>,
+    flows: Arc<FakeFlows>,
     dp: Arc<FakeDatapath>,
     stores: Stores,
     ctl: EnController,
@@ -262,7 +233,7 @@ fn controller(fx: &Fx) -> EnController {
 
 fn new_controller(
     sim: &Arc<Sim>,
-    flows: &Arc<TestFlows>,
+    flows: &Arc<FakeFlows>,
     dp: &Arc<FakeDatapath>,
     stores: &Stores,
     links: &Arc<FakeLinks>,
@@ -336,7 +307,7 @@ fn fixture_opts(nic1: &str, kernel: bool) -> Fx {
         ..Sim::default()
     });
     sim.bridge.add_port("br-int", &[], None);
-    let flows = Arc::new(TestFlows::default());
+    let flows = Arc::new(FakeFlows::default());
     let dp = Arc::new(FakeDatapath {
         sim: sim.clone(),
         calls: Mutex::new(Vec::new()),
@@ -412,7 +383,6 @@ fn record(fx: &Fx) -> Option<String> {
 
 fn pair_flows(fx: &Fx) -> Vec<Vec<Flow>> {
     fx.flows
-        .inner
         .owners
         .lock()
         .unwrap()
@@ -554,13 +524,7 @@ fn create_success() {
         ]
     );
     // Bypass flows are installed too.
-    assert_eq!(
-        fx.flows
-            .inner
-            .of(Owner::new(Category::EXTERNAL_NODE, 0))
-            .len(),
-        1
-    );
+    assert_eq!(fx.flows.of(Owner::new(Category::EXTERNAL_NODE, 0)).len(), 1);
     let st = fx.ctl.status();
     assert_eq!(st.step, "attached");
     assert_eq!(st.nic.as_deref(), Some("eth1"));
@@ -677,13 +641,7 @@ fn delete_restores_the_nic_exactly() {
     assert_eq!(fx.ctl.status().step, "waiting");
     assert!(fx.dp.calls.lock().unwrap().is_empty());
     // The bypass flows stay: they belong to the config, not to the EN.
-    assert_eq!(
-        fx.flows
-            .inner
-            .of(Owner::new(Category::EXTERNAL_NODE, 0))
-            .len(),
-        1
-    );
+    assert_eq!(fx.flows.of(Owner::new(Category::EXTERNAL_NODE, 0)).len(), 1);
 }
 
 #[test]
@@ -775,7 +733,7 @@ fn replay_reinstalls_flows_with_fresh_ofports() {
     set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
     fx.ctl.sync().unwrap();
     // ovs-vswitchd restarted: no flows, ports renumbered.
-    fx.flows.inner.owners.lock().unwrap().clear();
+    fx.flows.owners.lock().unwrap().clear();
     for p in fx.sim.bridge.ports.lock().unwrap().iter_mut() {
         p.ofport += 10;
     }
@@ -783,13 +741,7 @@ fn replay_reinstalls_flows_with_fresh_ofports() {
     assert_attached(&fx);
     let host_of = fx.sim.bridge.port("eth1").unwrap().ofport;
     assert!(host_of > 10);
-    assert_eq!(
-        fx.flows
-            .inner
-            .of(Owner::new(Category::EXTERNAL_NODE, 0))
-            .len(),
-        1
-    );
+    assert_eq!(fx.flows.of(Owner::new(Category::EXTERNAL_NODE, 0)).len(), 1);
 }
 
 #[test]
@@ -801,7 +753,7 @@ fn restart_rebuilds_state_from_ovsdb() {
     );
     fx.ctl.sync().unwrap();
     fx.sim.bridge.take_log();
-    fx.flows.inner.owners.lock().unwrap().clear();
+    fx.flows.owners.lock().unwrap().clear();
     // A new process: only OVSDB, the kernel and the store remain.
     let ctl = controller(&fx);
     ctl.recover().unwrap();
@@ -810,13 +762,7 @@ fn restart_rebuilds_state_from_ovsdb() {
     assert_eq!(st.nic.as_deref(), Some("eth1"));
     assert_eq!(st.entity_name.as_deref(), Some("vm1-e8be5"));
     assert_eq!(st.addresses, ["192.0.2.10", "2001:db8:1::10"]);
-    assert_eq!(
-        fx.flows
-            .inner
-            .of(Owner::new(Category::EXTERNAL_NODE, 0))
-            .len(),
-        1
-    );
+    assert_eq!(fx.flows.of(Owner::new(Category::EXTERNAL_NODE, 0)).len(), 1);
     ctl.sync().unwrap();
     assert_eq!(fx.sim.bridge.take_log(), Vec::<String>::new());
     assert_attached(&fx);
@@ -891,7 +837,7 @@ fn an_ovs_failure_at_every_takeover_step_rolls_back() {
                     "could not open network device eth1 (Invalid argument)".into(),
                 );
             }
-            _ => fx.flows.fail_pair.store(true, Ordering::SeqCst),
+            _ => *fx.flows.fail_owner.lock().unwrap() = Some(|o| o.object != 0),
         }
         let e = fx.ctl.sync().unwrap_err();
         assert!(matches!(&e, EnError::RolledBack { .. }), "{case}: {e}");
@@ -915,7 +861,7 @@ fn flows_failure_after_the_move_gives_the_addresses_back() {
     let fx = fixture();
     let before = nic_state(&fx.links, fx.eth1);
     set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
-    fx.flows.fail_pair.store(true, Ordering::SeqCst);
+    *fx.flows.fail_owner.lock().unwrap() = Some(|o| o.object != 0);
     let e = fx.ctl.sync().unwrap_err();
     assert!(
         e.to_string()
@@ -923,7 +869,7 @@ fn flows_failure_after_the_move_gives_the_addresses_back() {
         "{e}"
     );
     assert_pristine(&fx, &before);
-    fx.flows.fail_pair.store(false, Ordering::SeqCst);
+    *fx.flows.fail_owner.lock().unwrap() = None;
     fx.ctl.sync().unwrap();
     assert_attached(&fx);
 }
