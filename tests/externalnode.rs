@@ -687,16 +687,7 @@ fn unixctl_removes_a_datapath_port() {
     use tether::ovsdb::unixctl::{Unixctl, delete_dp_interface, parse_dpctl_show};
     let sb = Sandbox::start();
     sb.add_bridge("br-int");
-    sb.vsctl(&[
-        "add-port",
-        "br-int",
-        "p1",
-        "--",
-        "set",
-        "Interface",
-        "p1",
-        "type=internal",
-    ]);
+    sb.add_internal_port("br-int", "p1", &[]);
     let ctl = Unixctl::for_daemon(sb.dir(), "ovs-vswitchd").unwrap();
     let pid = sb.pid("ovs-vswitchd").unwrap();
     assert_eq!(ctl.path(), sb.path(&format!("ovs-vswitchd.{pid}.ctl")));

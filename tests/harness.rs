@@ -24,16 +24,7 @@ fn sandbox_runs_ovs_in_its_own_netns() {
     }
     let sb = Sandbox::start();
     sb.add_bridge("br-int");
-    sb.vsctl(&[
-        "add-port",
-        "br-int",
-        "p1",
-        "--",
-        "set",
-        "Interface",
-        "p1",
-        "type=internal",
-    ]);
+    sb.add_internal_port("br-int", "p1", &[]);
     let ofport = sb.vsctl(&["get", "Interface", "p1", "ofport"]);
     assert_eq!(ofport.trim(), "1");
     // The internal port's tap exists in the sandbox namespace, not in ours.

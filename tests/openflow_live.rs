@@ -50,16 +50,7 @@ fn sandbox() -> Sandbox {
 }
 
 fn add_internal_port(sb: &Sandbox, name: &str) -> u32 {
-    sb.vsctl(&[
-        "add-port",
-        "br-int",
-        name,
-        "--",
-        "set",
-        "Interface",
-        name,
-        "type=internal",
-    ]);
+    sb.add_internal_port("br-int", name, &[]);
     sb.vsctl(&["get", "Interface", name, "ofport"])
         .trim()
         .parse()

@@ -36,23 +36,15 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
     let sb = Sandbox::start();
     sb.add_bridge("br-int");
     // A Pod's port, as a CNI adds it.
-    sb.vsctl(&[
-        "add-port",
+    sb.add_internal_port(
         "br-int",
         "web-veth",
-        "--",
-        "set",
-        "Interface",
-        "web-veth",
-        "type=internal",
-        "--",
-        "set",
-        "Port",
-        "web-veth",
-        "external_ids:pod-name=web",
-        "external_ids:pod-namespace=prod",
-        "external_ids:container-id=web",
-    ]);
+        &[
+            ("pod-name", "web"),
+            ("pod-namespace", "prod"),
+            ("container-id", "web"),
+        ],
+    );
     let client = Arc::new(Client::start(
         Remote::Unix(sb.db_sock()),
         ClientOptions::default(),

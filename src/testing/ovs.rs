@@ -86,6 +86,15 @@ impl FakeBridge {
         }
     }
 
+    /// The names of the ports with these Port UUIDs.
+    pub fn names_of(&self, ports: &[Uuid]) -> Vec<String> {
+        lock(&self.ports)
+            .iter()
+            .filter(|p| ports.contains(&p.uuid))
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
     pub fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut *lock(&self.log))
     }
@@ -157,13 +166,8 @@ impl Bridge for FakeBridge {
     }
 
     fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
-        let mut all = lock(&self.ports);
-        let names: Vec<String> = all
-            .iter()
-            .filter(|p| ports.contains(&p.uuid))
-            .map(|p| p.name.clone())
-            .collect();
-        all.retain(|p| !ports.contains(&p.uuid));
+        let names = self.names_of(ports);
+        lock(&self.ports).retain(|p| !ports.contains(&p.uuid));
         lock(&self.log).push(format!("delete {}", names.join(",")));
         Ok(())
     }

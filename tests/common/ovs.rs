@@ -229,6 +229,22 @@ impl Sandbox {
         ]);
     }
 
+    /// Add an internal port `name` to `bridge` (as a CNI adds a Pod's), with `port_ids` as
+    /// the Port's external_ids.
+    pub fn add_internal_port(&self, bridge: &str, name: &str, port_ids: &[(&str, &str)]) {
+        let ids: Vec<String> = port_ids
+            .iter()
+            .map(|(k, v)| format!("external_ids:{k}={v}"))
+            .collect();
+        let mut args = vec!["add-port", bridge, name, "--", "set", "Interface", name];
+        args.push("type=internal");
+        if !ids.is_empty() {
+            args.extend(["--", "set", "Port", name]);
+            args.extend(ids.iter().map(String::as_str));
+        }
+        self.vsctl(&args);
+    }
+
     /// `ovs-vsctl --format=json --columns=<cols> list <table> [record]` parsed.
     pub fn vsctl_json(&self, table: &str, record: Option<&str>, cols: &str) -> serde_json::Value {
         let columns = format!("--columns={cols}");

@@ -90,15 +90,7 @@ impl Bridge for Sim {
     }
 
     fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
-        let names: Vec<String> = self
-            .bridge
-            .ports
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|p| ports.contains(&p.uuid))
-            .map(|p| p.name.clone())
-            .collect();
+        let names = self.bridge.names_of(ports);
         self.bridge.delete_ports(ports)?;
         for n in names {
             if self.internal.lock().unwrap().remove(&n) {
