@@ -201,15 +201,23 @@ macro_rules! metadata_field {
 }
 pub(crate) use metadata_field;
 
-impl Resource for Pod {
-    const KIND: Kind = Kind::Pod;
-    type Wire = Pod;
-    type Index = PodIndex;
-    fn from_wire(w: Pod) -> Pod {
-        w
-    }
-    metadata_field!();
+/// The `Resource` impl of a core kind that is its own wire form (decoded as is, nothing
+/// to validate).
+macro_rules! core_resource {
+    ($t:ty, $kind:expr, $index:ty) => {
+        impl Resource for $t {
+            const KIND: Kind = $kind;
+            type Wire = $t;
+            type Index = $index;
+            fn from_wire(w: $t) -> $t {
+                w
+            }
+            metadata_field!();
+        }
+    };
 }
+
+core_resource!(Pod, Kind::Pod, PodIndex);
 
 /// `v1.Namespace`: only metadata (labels feed namespace selectors).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -218,15 +226,7 @@ pub struct Namespace {
     pub metadata: ObjectMeta,
 }
 
-impl Resource for Namespace {
-    const KIND: Kind = Kind::Namespace;
-    type Wire = Namespace;
-    type Index = NoIndex;
-    fn from_wire(w: Namespace) -> Namespace {
-        w
-    }
-    metadata_field!();
-}
+core_resource!(Namespace, Kind::Namespace, NoIndex);
 
 #[cfg(test)]
 mod tests {

@@ -242,19 +242,9 @@ impl OfFlows {
     /// one, as with separate applies); if the switch refuses the bundle, the set is put
     /// back and each owner is applied alone, so the error lands on the owner that caused it.
     pub fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-        let mut failed = Vec::new();
         let mut st = self.shared.lock();
         let before = st.set.clone();
-        let mut mods = Vec::new();
-        for (owner, flows) in &sets {
-            match st.set.plan_apply(*owner, flows.clone()) {
-                Ok(mut plan) => {
-                    mods.append(&mut plan.mods);
-                    st.set.commit(plan);
-                }
-                Err(e) => failed.push((*owner, e)),
-            }
-        }
+        let (mods, mut failed) = plan_many(&mut st.set, &sets);
         if mods.is_empty() {
             return failed;
         }
@@ -267,15 +257,21 @@ impl OfFlows {
                 );
                 st.set = before;
                 drop(st);
-                let bad: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
-                for (owner, flows) in sets {
-                    if !bad.contains(&owner) {
-                        if let Err(e) = self.apply(owner, flows) {
-                            failed.push((owner, e));
-                        }
-                    }
-                }
+                self.apply_each(sets, &mut failed);
                 failed
+            }
+        }
+    }
+
+    /// After a refused bundle: each owner alone (those that failed planning excepted), so
+    /// the error lands on the owner that caused it.
+    fn apply_each(&self, sets: Vec<(Owner, Vec<Flow>)>, failed: &mut Vec<(Owner, OfError)>) {
+        let bad: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
+        for (owner, flows) in sets {
+            if !bad.contains(&owner) {
+                if let Err(e) = self.apply(owner, flows) {
+                    failed.push((owner, e));
+                }
             }
         }
     }
@@ -343,19 +339,9 @@ impl OfFlows {
         sets: Vec<(Owner, Vec<Flow>)>,
         round: u16,
     ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
-        let mut failed = Vec::new();
         let mut st = self.shared.lock();
         let before = st.set.clone();
-        let mut mods = Vec::new();
-        for (owner, flows) in &sets {
-            match st.set.plan_apply(*owner, flows.clone()) {
-                Ok(mut plan) => {
-                    mods.append(&mut plan.mods);
-                    st.set.commit(plan);
-                }
-                Err(e) => failed.push((*owner, e)),
-            }
-        }
+        let (mut mods, mut failed) = plan_many(&mut st.set, &sets);
         let n = mods.len();
         mods.push(FlowMod::delete_by_cookie(
             u64::from(round) << 48,
@@ -375,14 +361,7 @@ impl OfFlows {
                 );
                 st.set = before;
                 drop(st);
-                let bad: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
-                for (owner, flows) in sets {
-                    if !bad.contains(&owner) {
-                        if let Err(e) = self.apply(owner, flows) {
-                            failed.push((owner, e));
-                        }
-                    }
-                }
+                self.apply_each(sets, &mut failed);
                 (failed, self.delete_round(round))
             }
         }
@@ -597,6 +576,28 @@ impl Shared {
         }
         first.map_or(Ok(()), Err)
     }
+}
+
+/// Plan every owner's flows against `set`, each against the set as the owners before it
+/// left it (a key moving between two owners of the batch ends with the later one, as with
+/// separate applies), committing each plan to `set`: the flow mods in order, and the
+/// owners whose flows could not be planned.
+fn plan_many(
+    set: &mut FlowSet,
+    sets: &[(Owner, Vec<Flow>)],
+) -> (Vec<FlowMod>, Vec<(Owner, OfError)>) {
+    let mut failed = Vec::new();
+    let mut mods = Vec::new();
+    for (owner, flows) in sets {
+        match set.plan_apply(*owner, flows.clone()) {
+            Ok(mut plan) => {
+                mods.append(&mut plan.mods);
+                set.commit(plan);
+            }
+            Err(e) => failed.push((*owner, e)),
+        }
+    }
+    (mods, failed)
 }
 
 /// The first switch error of a batch as an [`OfError::Switch`], naming the message.
