@@ -5,7 +5,9 @@
 //!   the daemon;
 //! * the file-creation mask around `bind(2)` of the state socket, so the socket is created
 //!   with its final mode (a `chmod` after `bind` follows a symlink swapped in between);
-//! * the effective user id, to check who owns the state socket's directory.
+//! * the effective user id, to check who owns the state socket's directory;
+//! * inotify on a directory and poll(2) on a few descriptors, so that the manifests source
+//!   sleeps until something in its directory changes instead of waking to look.
 
 // The only unsafe code in the crate (Cargo.toml denies it everywhere else).
 #![allow(unsafe_code)]
@@ -26,6 +28,91 @@ unsafe extern "C" {
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
     fn umask(mask: u32) -> u32;
     fn geteuid() -> u32;
+    fn inotify_init1(flags: i32) -> i32;
+    fn inotify_add_watch(fd: i32, pathname: *const std::ffi::c_char, mask: u32) -> i32;
+    fn poll(fds: *mut PollFd, nfds: u64, timeout: i32) -> i32;
+}
+
+/// `struct pollfd`.
+#[repr(C)]
+struct PollFd {
+    fd: i32,
+    events: i16,
+    revents: i16,
+}
+
+const POLLIN: i16 = 0x1;
+const POLLERR: i16 = 0x8;
+const POLLHUP: i16 = 0x10;
+const IN_NONBLOCK: i32 = 0o4000;
+const IN_CLOEXEC: i32 = 0o2_000_000;
+
+/// inotify(7) event bits.
+pub mod inotify {
+    pub const MODIFY: u32 = 0x2;
+    pub const ATTRIB: u32 = 0x4;
+    pub const CLOSE_WRITE: u32 = 0x8;
+    pub const MOVED_FROM: u32 = 0x40;
+    pub const MOVED_TO: u32 = 0x80;
+    pub const CREATE: u32 = 0x100;
+    pub const DELETE: u32 = 0x200;
+    pub const DELETE_SELF: u32 = 0x400;
+    pub const MOVE_SELF: u32 = 0x800;
+    pub const UNMOUNT: u32 = 0x2000;
+    pub const Q_OVERFLOW: u32 = 0x4000;
+    pub const IGNORED: u32 = 0x8000;
+    pub const ONLYDIR: u32 = 0x0100_0000;
+}
+
+/// A non-blocking inotify descriptor watching `dir` (a directory) for `mask`.
+pub fn inotify_dir(dir: &std::path::Path, mask: u32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: inotify_init1 takes flags only and returns a new descriptor or -1.
+    let fd = unsafe { inotify_init1(IN_NONBLOCK | IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns; the File closes it.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let wd = unsafe { inotify_add_watch(fd, path.as_ptr(), mask | inotify::ONLYDIR) };
+    if wd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// Wait (up to `timeout`; `None`: forever) until one of `fds` is readable or hung up;
+/// which ones are. An interrupted wait returns no descriptor ready.
+pub fn wait_readable(
+    fds: &[std::os::fd::BorrowedFd<'_>],
+    timeout: Option<std::time::Duration>,
+) -> std::io::Result<Vec<bool>> {
+    use std::os::fd::AsRawFd as _;
+    let mut p: Vec<PollFd> = fds
+        .iter()
+        .map(|f| PollFd {
+            fd: f.as_raw_fd(),
+            events: POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
+    // SAFETY: `p` is a valid array of `p.len()` pollfd structs for the duration of the call.
+    let n = unsafe { poll(p.as_mut_ptr(), p.len() as u64, ms) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(vec![false; p.len()]);
+        }
+        return Err(e);
+    }
+    Ok(p.iter()
+        .map(|f| f.revents & (POLLIN | POLLHUP | POLLERR) != 0)
+        .collect())
 }
 
 /// Run `f` with the process's file-creation mask set to `mask`, then put the old one

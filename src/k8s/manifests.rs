@@ -21,6 +21,7 @@
 //! behind symlinks) are never opened, and a file whose stat key (device, inode, size,
 //! mtime, ctime) did not change is not read again.
 
+mod dirwatch;
 mod parse;
 
 pub use parse::{ParsedFile, RawObject, parse_file, rfc3339};
@@ -30,25 +31,28 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use sha1::{Digest, Sha1};
 
 use super::crd::{ExternalNode, TrafficControl};
-use super::source::{KindStatus, KubeEvent, Watched, apply_delta, send, set_status};
+use super::source::{KindStatus, KubeEvent, StatusMap, Watched, apply_delta, send, set_status};
 use super::store::Stores;
 use super::types::{Kind, Namespace, Pod};
 use super::watch::Delta;
 use super::yaml;
 use crate::files;
 
-/// Where and how to poll.
+/// Where to look, and how often.
 #[derive(Debug, Clone)]
 pub struct ManifestsConfig {
     pub dir: PathBuf,
     pub node_name: String,
     pub external_node_namespace: String,
+    /// How often the directory is polled where inotify cannot watch it.
     pub poll_interval: Duration,
+    /// How often it is rescanned anyway while inotify watches it.
+    pub rescan_interval: Duration,
 }
 
 impl ManifestsConfig {
@@ -58,6 +62,7 @@ impl ManifestsConfig {
             node_name: node_name.to_string(),
             external_node_namespace: external_node_namespace.to_string(),
             poll_interval: Duration::from_millis(500),
+            rescan_interval: Duration::from_secs(30),
         }
     }
 }
@@ -481,6 +486,7 @@ pub(crate) fn run(
     pulse: &crate::heartbeat::Pulse,
 ) {
     let mut scanner = Scanner::default();
+    let mut watch = Watching::default();
     let mut synced = false;
     let mut dir_failing = false;
     let mut decode_errors: Vec<String> = Vec::new();
@@ -537,9 +543,85 @@ pub(crate) fn run(
             }
         }
         pulse.idle();
-        match stop.recv_timeout(cfg.poll_interval) {
-            Err(RecvTimeoutError::Timeout) => {}
-            _ => return,
+        watch.refresh(cfg, status);
+        let changed = watch.changed();
+        crossbeam_channel::select! {
+            recv(stop) -> _ => return,
+            recv(changed) -> _ => {
+                // Let a burst of changes settle before looking: a file deleted and made
+                // again (or replaced by something else) is one change, as the poll saw it.
+                // At most 1 s: a directory that never goes quiet is still rescanned.
+                for _ in 0..10 {
+                    if changed.recv_timeout(SETTLE).is_err() {
+                        break;
+                    }
+                }
+            }
+            default(watch.interval(cfg)) => {}
+        }
+    }
+}
+
+/// How long the directory must be quiet after an inotify event before it is rescanned.
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// How the manifests thread learns of changes: inotify on the directory where it works
+/// (a rescan after every change, and every [`ManifestsConfig::rescan_interval`] for what
+/// inotify cannot see: a symlinked file's target changed in another directory), polling
+/// every [`ManifestsConfig::poll_interval`] where it does not (the directory missing, no
+/// inotify, the watch limit reached) until a watch can be set up again.
+#[derive(Default)]
+struct Watching {
+    watch: Option<dirwatch::DirWatch>,
+    /// Why inotify could not be used, as last logged.
+    failed: Option<String>,
+}
+
+impl Watching {
+    fn refresh(&mut self, cfg: &ManifestsConfig, status: &StatusMap) {
+        if self.watch.as_ref().is_some_and(|w| !w.lost()) {
+            return;
+        }
+        self.watch = None;
+        let mode = match dirwatch::DirWatch::start(&cfg.dir) {
+            Ok(w) => {
+                self.watch = Some(w);
+                if self.failed.take().is_some() {
+                    log::info!(
+                        "manifests dir={}: watching it with inotify again",
+                        cfg.dir.display()
+                    );
+                }
+                "inotify".to_string()
+            }
+            Err(e) => {
+                let why = e.to_string();
+                if self.failed.as_deref() != Some(why.as_str()) {
+                    log::warn!(
+                        "manifests dir={}: inotify unavailable ({why}); polling every {:?}",
+                        cfg.dir.display(),
+                        cfg.poll_interval
+                    );
+                    self.failed = Some(why.clone());
+                }
+                format!("polling every {:?} (inotify: {why})", cfg.poll_interval)
+            }
+        };
+        for kind in Kind::ALL {
+            set_status(status, kind, |s| s.watch_mode = Some(mode.clone()));
+        }
+    }
+
+    fn changed(&self) -> Receiver<()> {
+        self.watch
+            .as_ref()
+            .map_or_else(crossbeam_channel::never, |w| w.changed().clone())
+    }
+
+    fn interval(&self, cfg: &ManifestsConfig) -> Duration {
+        match self.watch {
+            Some(_) => cfg.rescan_interval,
+            None => cfg.poll_interval,
         }
     }
 }

@@ -119,9 +119,12 @@ pub struct KindStatus {
     /// When the source last read this kind successfully (a LIST, a watch, a manifests
     /// poll that could list the directory).
     pub last_ok: Option<std::time::Instant>,
+    /// How the source learns of changes when that is worth saying (the manifests
+    /// directory: "inotify", or "polling every …" and why).
+    pub watch_mode: Option<String>,
 }
 
-type StatusMap = Arc<Mutex<BTreeMap<Kind, KindStatus>>>;
+pub(crate) type StatusMap = Arc<Mutex<BTreeMap<Kind, KindStatus>>>;
 
 /// A running source; [`Source::stop`] ends and joins its threads.
 pub struct Source {

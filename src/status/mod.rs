@@ -72,6 +72,10 @@ pub struct WatchStatus {
     /// manifests poll that could list the directory); None before the first.
     #[serde(default)]
     pub last_ok_age_seconds: Option<f64>,
+    /// How the source learns of this kind's changes, where that is worth saying (the
+    /// manifests directory: "inotify", or "polling every …" with why inotify failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_mode: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -63,6 +63,7 @@ impl Probe {
                     last_ok_age_seconds: st
                         .last_ok
                         .map(|t| now.saturating_duration_since(t).as_secs_f64()),
+                    watch_mode: st.watch_mode,
                 }
             })
             .collect();

@@ -47,6 +47,7 @@ fn sample() -> Snapshot {
             relists: 1,
             last_error: None,
             last_ok_age_seconds: Some(0.4),
+            watch_mode: None,
         }],
         traffic_controls: vec![TcRow {
             name: "mirror-web".into(),
