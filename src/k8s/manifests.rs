@@ -1,7 +1,8 @@
 //! The manifests source (`--manifests DIR`, docs/design.md#sources): a directory of
 //! `*.yaml`, `*.yml` and `*.json` files standing in for the API server. Owns reading and
 //! parsing the files and turning each scan into the same store changes and events as the
-//! watch; polling every [`ManifestsConfig::poll_interval`] (≤ 1 s).
+//! watch; scanning when inotify says the directory changed (`dirwatch`), polling every
+//! [`ManifestsConfig::poll_interval`] only where inotify cannot watch it.
 //!
 //! Rules: a file holds YAML documents (`---`) or JSON, each an object or a `List` of
 //! objects (`kind: List` or `<Kind>List`). The same field selectors as the watch apply
@@ -474,7 +475,7 @@ impl Decoded {
     }
 }
 
-/// The poll loop of the `manifests` thread; returns on stop. The kinds are reported
+/// The scan loop of the `manifests` thread; returns on stop. The kinds are reported
 /// synced only after the first poll that could list the directory: a directory missing
 /// at start must not read as "no objects" (that would give the ExternalNode's NIC back).
 pub(crate) fn run(
