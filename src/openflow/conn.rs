@@ -34,6 +34,13 @@ use super::liveness::{Backoff, Keepalive, KeepaliveAction};
 use super::msg::{Body, ErrorMsg, HEADER_LEN, Hello, Msg};
 use super::{OfError, WireError};
 
+/// The keepalive on a bridge's management socket. ovs-vswitchd probes that socket itself
+/// after 60 s without a message from us (`bridge_ofproto_controller_for_mgmt`: a fixed
+/// `probe_interval` of 60), so ours comes a little later: an idle connection exchanges only
+/// the switch's echo, once a minute, instead of ours every 5 s. A switch that hangs (its
+/// socket stays open) is noticed after twice this, or when a request times out first.
+pub const MGMT_KEEPALIVE: Duration = Duration::from_secs(65);
+
 /// How a connection behaves.
 #[derive(Clone, Debug)]
 pub struct ConnOptions {
@@ -53,7 +60,7 @@ impl ConnOptions {
     pub fn new(version: Version, name: &str) -> ConnOptions {
         ConnOptions {
             version,
-            keepalive: Duration::from_secs(5),
+            keepalive: MGMT_KEEPALIVE,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
             write_timeout: Duration::from_secs(30),
