@@ -265,11 +265,18 @@ fn label_flips(sb: &common::Sandbox) {
         Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
     let stores = stores_at_scale(TCS, TCS);
+    // The target ports' netdevs, up: the controller brings an ovsInternal target up and
+    // waits for its netdev, which lives in the sandbox's namespace, not this process's.
+    let links = tether::testing::FakeLinks::new();
+    for t in 0..TARGETS {
+        let mac = [2, 0, 0, 0, 0xee, u8::try_from(t).unwrap_or(0)];
+        links.add_link(&format!("tgt{t}"), mac, 1500, true);
+    }
     let c = TcController::new(
         stores.clone(),
         Arc::new(LiveBridge::new(br)),
         of.clone(),
-        Arc::new(tether::netlink::FakeLinks::new()),
+        Arc::new(links),
     );
     for tc in stores.traffic_controls.keys() {
         c.sync(&tc).unwrap();
