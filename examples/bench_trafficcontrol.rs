@@ -234,6 +234,18 @@ fn stores_at_scale(tcs: usize, groups: usize) -> Stores {
     s
 }
 
+/// The target ports' netdevs, up: the controller brings an ovsInternal target up and
+/// waits for its netdev, which lives in the sandbox's namespace (or nowhere, in memory),
+/// not this process's.
+fn target_links() -> tether::testing::FakeLinks {
+    let links = tether::testing::FakeLinks::new();
+    for t in 0..TARGETS {
+        let mac = [2, 0, 0, 0, 0xee, u8::try_from(t).unwrap_or(0)];
+        links.add_link(&format!("tgt{t}"), mac, 1500, true);
+    }
+    links
+}
+
 fn flip(stores: &Stores, c: &TcController, i: usize, to: usize) {
     let key = format!("bench/p{i}");
     let old = stores.pods.get(&key).unwrap().metadata.labels.clone();
@@ -265,18 +277,11 @@ fn label_flips(sb: &common::Sandbox) {
         Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
     let stores = stores_at_scale(TCS, TCS);
-    // The target ports' netdevs, up: the controller brings an ovsInternal target up and
-    // waits for its netdev, which lives in the sandbox's namespace, not this process's.
-    let links = tether::testing::FakeLinks::new();
-    for t in 0..TARGETS {
-        let mac = [2, 0, 0, 0, 0xee, u8::try_from(t).unwrap_or(0)];
-        links.add_link(&format!("tgt{t}"), mac, 1500, true);
-    }
     let c = TcController::new(
         stores.clone(),
         Arc::new(LiveBridge::new(br)),
         of.clone(),
-        Arc::new(links),
+        Arc::new(target_links()),
     );
     for tc in stores.traffic_controls.keys() {
         c.sync(&tc).unwrap();
@@ -406,7 +411,7 @@ fn event_cost(tcs: usize) -> f64 {
         stores.clone(),
         Arc::new(MemBridge(Arc::new(Interfaces::new(ports)))),
         Arc::new(NullFlows),
-        Arc::new(tether::netlink::FakeLinks::new()),
+        Arc::new(target_links()),
     );
     let n = 1000;
     let t = Instant::now();
