@@ -335,6 +335,11 @@ impl TcController {
                     .collect()
             })
             .unwrap_or_default();
+        // Asking the store which ports every TC wants walks every TC: only when this TC
+        // stopped using one (the steady state is a TC keeping its ports).
+        if previous.iter().all(|p| now.contains(&p.as_str())) {
+            return;
+        }
         let _g = lock(&self.ports);
         let release = plan_release(&previous, &now, &self.referenced_ports());
         if release.is_empty() {
