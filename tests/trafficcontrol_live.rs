@@ -157,6 +157,41 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         "a converged TC costs nothing"
     );
 
+    // A new return port: its flow in, the old one's out, in one bundle; then the old port
+    // goes.
+    stores.traffic_controls.apply(
+        TrafficControl::decode(json!({
+            "metadata": {"name": "mirror", "creationTimestamp": "2026-12-01T00:00:00Z"},
+            "spec": {
+                "appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}},
+                "direction": "Both", "action": "Redirect",
+                "targetPort": {"vxlan": {"remoteIP": "192.0.2.2"}},
+                "returnPort": {"geneve": {"remoteIP": "192.0.2.4"}}
+            }
+        }))
+        .unwrap(),
+    );
+    let (_, of6) = counts(&client, &of);
+    c.sync("mirror").unwrap();
+    let (_, of7) = counts(&client, &of);
+    assert_eq!(
+        of7.bundles - of6.bundles,
+        1,
+        "the return port's change is one bundle"
+    );
+    assert_eq!(
+        of7.flow_mods - of6.flow_mods,
+        2,
+        "one return flow in, one out"
+    );
+    let new_ret = c.status()[0].return_port.clone().unwrap();
+    assert_ne!(new_ret.0, ret.0);
+    let ports = sb.vsctl(&["list-ports", "br-int"]);
+    assert!(
+        !ports.contains(&ret.0),
+        "the old return port is gone: {ports}"
+    );
+
     // Deleted: the mark flows and the return port's flow go in one bundle, then both ports.
     stores.traffic_controls.delete("mirror");
     let (_, of4) = counts(&client, &of);

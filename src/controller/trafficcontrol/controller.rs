@@ -17,7 +17,7 @@ use super::ports::port_name;
 use super::select;
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::{Bridge, Flows};
-use crate::k8s::{Stores, TcPort, TrafficControl, TrafficControlSpec};
+use crate::k8s::{Stores, TcPort, TrafficControl};
 use crate::netlink::Links;
 use crate::openflow::{Category, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortSpec};
@@ -232,11 +232,37 @@ impl TcController {
             spec.action,
         );
         let n = flows.marks.1.len();
-        if let Some((_, e)) = self.flows.apply_many(flows.sets()).into_iter().next() {
+        let mut sets = flows.sets();
+        // Ports this TC stopped using (its old return port, say) lose their flows in the
+        // same bundle, then go. Deciding which needs the port lock until they are gone (a
+        // TC adopting one meanwhile must not lose its flow): held across the bundle only
+        // then; a TC keeping its ports (every steady-state sync) never waits on it.
+        let now: Vec<&str> = std::iter::once(target.name.as_str())
+            .chain(ret.as_ref().map(|r| r.name.as_str()))
+            .collect();
+        let previous = self.previous_ports(name);
+        let releasing = !previous.iter().all(|p| now.contains(&p.as_str()));
+        let guard = releasing.then(|| lock(&self.ports));
+        let release = match guard {
+            Some(_) => plan_release(&previous, &now, &self.referenced_ports()),
+            None => Vec::new(),
+        };
+        sets.extend(
+            self.port_owners(&release)
+                .into_iter()
+                .map(|o| (o, Vec::new())),
+        );
+        if let Some((_, e)) = self.flows.apply_many(sets).into_iter().next() {
             return Err(SyncError::Flows(e));
         }
+        if !release.is_empty() {
+            let ifs = self.bridge.interfaces();
+            for p in &release {
+                self.release_port(&ifs, p);
+            }
+        }
+        drop(guard);
         let target_port = (target.name.clone(), ofports[0]);
-        self.release_previous(name, spec, &[&target.name]);
         lock(&self.state).tcs.insert(
             name.to_string(),
             TcStatus {
@@ -319,12 +345,9 @@ impl TcController {
         Ok(ofports)
     }
 
-    /// Release the ports TC `name` used before and no longer does (`plan_release`).
-    fn release_previous(&self, name: &str, spec: &TrafficControlSpec, now: &[&str]) {
-        let mut now = now.to_vec();
-        let ret = spec.return_port.as_ref().map(port_name);
-        now.extend(ret.as_deref());
-        let previous: Vec<String> = lock(&self.state)
+    /// The ports TC `name` used, as last installed.
+    fn previous_ports(&self, name: &str) -> Vec<String> {
+        lock(&self.state)
             .tcs
             .get(name)
             .map(|s| {
@@ -334,21 +357,17 @@ impl TcController {
                     .map(|(n, _)| n.clone())
                     .collect()
             })
-            .unwrap_or_default();
-        // Asking the store which ports every TC wants walks every TC: only when this TC
-        // stopped using one (the steady state is a TC keeping its ports).
-        if previous.iter().all(|p| now.contains(&p.as_str())) {
-            return;
-        }
-        let _g = lock(&self.ports);
-        let release = plan_release(&previous, &now, &self.referenced_ports());
-        if release.is_empty() {
-            return;
-        }
-        let ifs = self.bridge.interfaces();
-        for port in release {
-            self.release_port(&ifs, &port);
-        }
+            .unwrap_or_default()
+    }
+
+    /// The flow owners of these ports' return flows (those that have one).
+    fn port_owners(&self, ports: &[String]) -> Vec<Owner> {
+        let st = lock(&self.state);
+        ports
+            .iter()
+            .filter_map(|p| st.owners.get(&format!("port:{p}")))
+            .map(|id| Owner::new(Category::TRAFFIC_CONTROL, *id))
+            .collect()
     }
 
     /// An `ovsInternal` port's netdev must be up, or nothing sent to it reaches a capture
@@ -444,23 +463,19 @@ impl TcController {
     /// TC `name` is gone (or invalid): its mark flows and the flows of the ports it alone
     /// used go in ONE bundle, then those ports.
     fn teardown(&self, name: &str) {
-        let prev = lock(&self.state).tcs.remove(name);
+        let previous = self.previous_ports(name);
+        lock(&self.state).tcs.remove(name);
         let _g = lock(&self.ports);
-        let previous: Vec<String> = prev
-            .iter()
-            .flat_map(|s| s.target_port.iter().chain(s.return_port.iter()))
-            .map(|(n, _)| n.clone())
-            .collect();
         let release = plan_release(&previous, &[], &self.referenced_ports());
-        let owners: Vec<Owner> = {
-            let st = lock(&self.state);
-            std::iter::once(name.to_string())
-                .chain(release.iter().map(|p| format!("port:{p}")))
-                .filter_map(|k| st.owners.get(&k))
-                .map(|id| Owner::new(Category::TRAFFIC_CONTROL, *id))
-                .collect()
-        };
-        let sets = owners.into_iter().map(|o| (o, Vec::new())).collect();
+        let tc_owner = lock(&self.state)
+            .owners
+            .get(name)
+            .map(|id| Owner::new(Category::TRAFFIC_CONTROL, *id));
+        let sets = tc_owner
+            .into_iter()
+            .chain(self.port_owners(&release))
+            .map(|o| (o, Vec::new()))
+            .collect();
         for (owner, e) in self.flows.apply_many(sets) {
             log::warn!("tc={name} removing flows of {owner} failed: {e}");
         }
