@@ -23,6 +23,21 @@ use tether::openflow::{OfCounts, OfFlows, OfFlowsConfig};
 use tether::ovsdb::{BridgeDb, Client, ClientOptions, Remote};
 use tether::testing::FakeLinks;
 
+/// TrafficControl `mirror`: the Pods `app=web` redirected to a VXLAN target, back through
+/// a Geneve return port to `return_remote`.
+fn mirror(return_remote: &str) -> TrafficControl {
+    TrafficControl::decode(json!({
+        "metadata": {"name": "mirror", "creationTimestamp": "2026-12-01T00:00:00Z"},
+        "spec": {
+            "appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}},
+            "direction": "Both", "action": "Redirect",
+            "targetPort": {"vxlan": {"remoteIP": "192.0.2.2"}},
+            "returnPort": {"geneve": {"remoteIP": return_remote}}
+        }
+    }))
+    .unwrap()
+}
+
 /// (OVSDB transactions, OpenFlow counts) so far.
 fn counts(client: &Client, of: &OfFlows) -> (u64, OfCounts) {
     (client.transactions(), of.counts())
@@ -79,18 +94,7 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         }))
         .unwrap(),
     );
-    stores.traffic_controls.apply(
-        TrafficControl::decode(json!({
-            "metadata": {"name": "mirror", "creationTimestamp": "2026-12-01T00:00:00Z"},
-            "spec": {
-                "appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}},
-                "direction": "Both", "action": "Redirect",
-                "targetPort": {"vxlan": {"remoteIP": "192.0.2.2"}},
-                "returnPort": {"geneve": {"remoteIP": "192.0.2.3"}}
-            }
-        }))
-        .unwrap(),
-    );
+    stores.traffic_controls.apply(mirror("192.0.2.3"));
     let c = TcController::new(
         stores.clone(),
         bridge.clone(),
@@ -159,18 +163,7 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
 
     // A new return port: its flow in, the old one's out, in one bundle; then the old port
     // goes.
-    stores.traffic_controls.apply(
-        TrafficControl::decode(json!({
-            "metadata": {"name": "mirror", "creationTimestamp": "2026-12-01T00:00:00Z"},
-            "spec": {
-                "appliedTo": {"podSelector": {"matchLabels": {"app": "web"}}},
-                "direction": "Both", "action": "Redirect",
-                "targetPort": {"vxlan": {"remoteIP": "192.0.2.2"}},
-                "returnPort": {"geneve": {"remoteIP": "192.0.2.4"}}
-            }
-        }))
-        .unwrap(),
-    );
+    stores.traffic_controls.apply(mirror("192.0.2.4"));
     let (_, of6) = counts(&client, &of);
     c.sync("mirror").unwrap();
     let (_, of7) = counts(&client, &of);
