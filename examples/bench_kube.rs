@@ -9,15 +9,26 @@
 //! pages over the same ureq/TLS stack and keeps every Pod as a `serde_json::Value` (what
 //! caching whole objects costs), so the ratio shows what typed decoding of only the fields
 //! we use buys. Goal (issue 4): ≤ 1 s.
+//!
+//! And what one VM costs the API server at steady state (`kube_steady_*`): one ExternalNode,
+//! 10 TrafficControls, 5 Pods, nothing changing, the test API server at kube-apiserver's
+//! cadence (a bookmark a minute on idle watches; each watch ends at its `timeoutSeconds`),
+//! for `BENCH_KUBE_STEADY_SECS` (default 600, 0 skips it) after the first lists, scaled to
+//! an hour: requests (LISTs and WATCHes), bytes the VM received (counted by a TCP relay
+//! in front of the server) and relists. Goal (issue 17): 0 relists, no periodic LIST. No
+//! baseline: this is the figure that sizes how many VMs one cluster carries.
 
 #[path = "../tests/apiserver/mod.rs"]
 mod apiserver;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use apiserver::{ApiServer, Certs, Options};
+use apiserver::{ApiServer, Certs, Options, external_node, namespace, pod, traffic_control};
 use serde_json::json;
 use tether::k8s::{
     Client, ClusterConfig, Credentials, HttpConfig, Kind, KubeEvent, Source, Stores,
@@ -212,4 +223,159 @@ fn main() {
     );
     drop(server.stdin.take());
     let _ = server.wait();
+    let secs: u64 = std::env::var("BENCH_KUBE_STEADY_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    if secs > 0 {
+        steady(secs);
+    }
+}
+
+/// A TCP relay from a local port to `upstream`, counting the bytes that flow back to the
+/// client (what the VM receives; TLS passes through untouched).
+fn counting_relay(
+    upstream: std::net::SocketAddr,
+    received: Arc<AtomicU64>,
+) -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("relay listen");
+    let addr = l.local_addr().expect("relay addr");
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(client) = c else { continue };
+            let Ok(server) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            let (c2, s2) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            let n = received.clone();
+            std::thread::spawn(move || pipe(c2, s2, None));
+            std::thread::spawn(move || pipe(server, client, Some(n)));
+        }
+    });
+    addr
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, count: Option<Arc<AtomicU64>>) {
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        if let Some(c) = &count {
+            c.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// WATCH requests the server has seen.
+fn count_watches(srv: &ApiServer) -> usize {
+    srv.requests()
+        .iter()
+        .filter(|l| l.starts_with("GET ") && l.contains("\"watch\""))
+        .count()
+}
+
+/// The `kube_steady_*` measures (see the module docs).
+fn steady(secs: u64) {
+    let srv = ApiServer::start(Options {
+        certs: Some(Certs::new(&["127.0.0.1"])),
+        bookmark_every: Some(Duration::from_secs(60)),
+        ..Options::default()
+    });
+    srv.create(namespace("default", json!({})));
+    for i in 0..5 {
+        srv.create(pod(
+            "default",
+            &format!("p{i}"),
+            "vm1",
+            json!({"app": "web"}),
+        ));
+    }
+    for i in 0..10u64 {
+        srv.create(traffic_control(&format!("tc{i}"), "web", i + 1));
+    }
+    srv.create(external_node("default", "vm1", "192.0.2.10"));
+    let received = Arc::new(AtomicU64::new(0));
+    let upstream: std::net::SocketAddr = srv
+        .url()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("server addr");
+    let relay = counting_relay(upstream, received.clone());
+    let ca = srv.shared.opts_certs().ca_pem;
+    let client = Client::new(
+        &cluster(&format!("https://{relay}"), &ca),
+        HttpConfig::default(),
+    )
+    .expect("client");
+    let stores = Stores::default();
+    let (tx, rx) = crossbeam_channel::bounded(1024);
+    let cfg = tether::k8s::SourceConfig {
+        node_name: "vm1".into(),
+        external_node_namespace: "default".into(),
+        kinds: Kind::ALL.to_vec(),
+        watch: tether::k8s::WatchConfig::default(),
+    };
+    let src = Source::start_api(client, cfg, stores, tx).expect("source");
+    let mut synced = 0;
+    while synced < Kind::ALL.len() {
+        if let KubeEvent::Synced(_) = rx.recv_timeout(Duration::from_secs(60)).expect("sync") {
+            synced += 1;
+        }
+    }
+    // Each kind opens its watch after its list: let them all be open first.
+    let opened = Instant::now();
+    while count_watches(&srv) < Kind::ALL.len() && opened.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Steady state from here: count what the window costs.
+    let count = |srv: &ApiServer| {
+        let r = srv.requests();
+        let gets: Vec<&String> = r.iter().filter(|l| l.starts_with("GET ")).collect();
+        let watches = gets.iter().filter(|l| l.contains("\"watch\"")).count();
+        (gets.len() - watches, watches)
+    };
+    let relists = |src: &Source| src.status().values().map(|s| s.relists).sum::<u64>();
+    let (lists0, watches0) = count(&srv);
+    let (bytes0, relists0) = (received.load(Ordering::Relaxed), relists(&src));
+    let t0 = Instant::now();
+    // Drain events meanwhile (there should be none but bookmarks, which are not events).
+    while t0.elapsed() < Duration::from_secs(secs) {
+        let _ = rx.recv_timeout(Duration::from_secs(1));
+    }
+    let hours = t0.elapsed().as_secs_f64() / 3600.0;
+    let (lists1, watches1) = count(&srv);
+    let (bytes1, relists1) = (received.load(Ordering::Relaxed), relists(&src));
+    src.stop();
+    #[allow(clippy::cast_precision_loss)] // counts are small
+    let per_hour = |n: u64| n as f64 / hours;
+    let requests = (lists1 - lists0 + watches1 - watches0) as u64;
+    eprintln!(
+        "steady {:.0}s: {} LISTs, {} WATCHes, {} bytes, {} relists",
+        hours * 3600.0,
+        lists1 - lists0,
+        watches1 - watches0,
+        bytes1 - bytes0,
+        relists1 - relists0
+    );
+    println!(
+        "bench kube_steady_requests_per_hour: tether={:.0}",
+        per_hour(requests)
+    );
+    println!(
+        "bench kube_steady_lists_per_hour: tether={:.0}",
+        per_hour((lists1 - lists0) as u64)
+    );
+    println!(
+        "bench kube_steady_bytes_received_per_hour: tether={:.0}B",
+        per_hour(bytes1 - bytes0)
+    );
+    println!(
+        "bench kube_steady_relists_per_hour: tether={:.0}",
+        per_hour(relists1 - relists0)
+    );
 }
