@@ -544,21 +544,8 @@ pub(crate) fn run(
             }
         }
         pulse.idle();
-        watch.refresh(cfg, status);
-        let changed = watch.changed();
-        crossbeam_channel::select! {
-            recv(stop) -> _ => return,
-            recv(changed) -> _ => {
-                // Let a burst of changes settle before looking: a file deleted and made
-                // again (or replaced by something else) is one change, as the poll saw it.
-                // At most 1 s: a directory that never goes quiet is still rescanned.
-                for _ in 0..10 {
-                    if changed.recv_timeout(SETTLE).is_err() {
-                        break;
-                    }
-                }
-            }
-            default(watch.interval(cfg)) => {}
+        if !watch.wait(cfg, status, stop) {
+            return;
         }
     }
 }
@@ -610,6 +597,28 @@ impl Watching {
         };
         for kind in Kind::ALL {
             set_status(status, kind, |s| s.watch_mode = Some(mode.clone()));
+        }
+    }
+
+    /// Sleep until the directory changed (settled), the rescan or poll interval passed, or
+    /// `stop` fired (false).
+    fn wait(&mut self, cfg: &ManifestsConfig, status: &StatusMap, stop: &Receiver<()>) -> bool {
+        self.refresh(cfg, status);
+        let changed = self.changed();
+        crossbeam_channel::select! {
+            recv(stop) -> _ => false,
+            recv(changed) -> _ => {
+                // Let a burst of changes settle before looking: a file deleted and made
+                // again (or replaced by something else) is one change, as the poll saw it.
+                // At most 1 s: a directory that never goes quiet is still rescanned.
+                for _ in 0..10 {
+                    if changed.recv_timeout(SETTLE).is_err() {
+                        break;
+                    }
+                }
+                true
+            }
+            default(self.interval(cfg)) => true,
         }
     }
 

@@ -19,7 +19,7 @@ use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::{Bridge, Flows};
 use crate::k8s::{Stores, TcPort, TrafficControl};
 use crate::netlink::Links;
-use crate::openflow::{Category, OfError, Owner};
+use crate::openflow::{Category, Flow, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortSpec};
 
 /// How often and how long an `ovsInternal` port's netdev is waited for (Antrea: every 1 s
@@ -232,19 +232,41 @@ impl TcController {
             spec.action,
         );
         let n = flows.marks.1.len();
-        let mut sets = flows.sets();
-        // Ports this TC stopped using (its old return port, say) lose their flows in the
-        // same bundle, then go. Deciding which needs the port lock until they are gone (a
-        // TC adopting one meanwhile must not lose its flow): held across the bundle only
-        // then; a TC keeping its ports (every steady-state sync) never waits on it.
         let now: Vec<&str> = std::iter::once(target.name.as_str())
             .chain(ret.as_ref().map(|r| r.name.as_str()))
             .collect();
+        self.install(name, flows.sets(), &now)?;
+        let target_port = (target.name.clone(), ofports[0]);
+        lock(&self.state).tcs.insert(
+            name.to_string(),
+            TcStatus {
+                name: name.to_string(),
+                effective_pods: pod_names,
+                target_port: Some(target_port),
+                return_port: ret_port,
+                flows: n,
+                last_error: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Apply TC `name`'s flow sets as one bundle. Ports it stopped using (not in `now`; its
+    /// old return port, say) lose their flows in the same bundle, then go. Deciding which
+    /// needs the port lock until they are gone (a TC adopting one meanwhile must not lose
+    /// its flow): held across the bundle only then; a TC keeping its ports (every
+    /// steady-state sync) never waits on it.
+    fn install(
+        &self,
+        name: &str,
+        mut sets: Vec<(Owner, Vec<Flow>)>,
+        now: &[&str],
+    ) -> Result<(), SyncError> {
         let previous = self.previous_ports(name);
         let releasing = !previous.iter().all(|p| now.contains(&p.as_str()));
         let guard = releasing.then(|| lock(&self.ports));
         let release = match guard {
-            Some(_) => plan_release(&previous, &now, &self.referenced_ports()),
+            Some(_) => plan_release(&previous, now, &self.referenced_ports()),
             None => Vec::new(),
         };
         sets.extend(
@@ -261,19 +283,6 @@ impl TcController {
                 self.release_port(&ifs, p);
             }
         }
-        drop(guard);
-        let target_port = (target.name.clone(), ofports[0]);
-        lock(&self.state).tcs.insert(
-            name.to_string(),
-            TcStatus {
-                name: name.to_string(),
-                effective_pods: pod_names,
-                target_port: Some(target_port),
-                return_port: ret_port,
-                flows: n,
-                last_error: None,
-            },
-        );
         Ok(())
     }
 
