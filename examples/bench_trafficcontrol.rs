@@ -427,12 +427,20 @@ fn main() {
         common::privileged("bench_trafficcontrol"),
         "bench_trafficcontrol needs root"
     );
-    // `TC_BENCH=event` runs only the in-memory part (for profiling).
-    if std::env::var("TC_BENCH").as_deref() != Ok("event") {
+    // `TC_BENCH=event|cold|flip` runs only that part (for profiling; `flip` after the
+    // glibc cold start, which sets its switch up); default: all.
+    let part = std::env::var("TC_BENCH").unwrap_or_default();
+    let wants = |p: &str| part.is_empty() || part == p;
+    if wants("cold") || wants("flip") {
         let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
+        // The flips run on the ports and switch the cold start left.
         cold_start(&sb, &common::tether::binary(), "");
-        label_flips(&sb);
+        if wants("flip") {
+            label_flips(&sb);
+        }
         drop(sb);
+    }
+    if wants("cold") {
         // The binary that ships is the static musl build (scripts/build-static.sh): its
         // allocator, not glibc's per-thread arenas, decides its RSS.
         let stat = common::tether::binary()
@@ -447,6 +455,9 @@ fn main() {
             }
             None => eprintln!("static binary not built (scripts/build-static.sh): skipped"),
         }
+    }
+    if !wants("event") {
+        return;
     }
     let small = event_cost(100);
     let large = event_cost(10_000);

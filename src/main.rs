@@ -60,6 +60,7 @@ fn wants_help(args: &[String]) -> bool {
 }
 
 fn run(args: &[String]) -> ExitCode {
+    tether::sys::limit_malloc_arenas();
     let cfg = match parse(args) {
         Ok(c) => c,
         Err(code) => return code,

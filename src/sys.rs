@@ -129,6 +129,29 @@ pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
     r
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+unsafe extern "C" {
+    fn mallopt(param: i32, value: i32) -> i32;
+}
+
+/// glibc's malloc gives each thread that allocates its own arena (up to 8 per core), and
+/// memory freed in one arena is not reused by another: with a dozen threads, a cold start
+/// at 5,000 ports had twice as much RSS as live heap. Two arenas keep the workers from
+/// contending on one lock and the RSS near the heap. The static musl build that ships has
+/// one heap already; this is a no-op there.
+pub fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // M_ARENA_MAX from <malloc.h>.
+        const M_ARENA_MAX: i32 = -8;
+        // SAFETY: mallopt only sets a malloc tunable; called before any thread is started.
+        let ok = unsafe { mallopt(M_ARENA_MAX, 2) };
+        if ok != 1 {
+            log::debug!("mallopt(M_ARENA_MAX, 2) refused");
+        }
+    }
+}
+
 /// The effective user id.
 pub fn euid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and touches no memory.
