@@ -8,12 +8,21 @@
 //!   (`tc_cold_start_static_…`, `tc_peak_rss_static_…`);
 //! - a Pod label flip → flows committed, p50/p99 over 1,000 flips (in-process controller on
 //!   the real switch); baseline: one `ovs-ofctl --bundle add-flows` of a flip's two flows;
-//! - the cost of one Pod event at 100 vs 10,000 TCs (controller only, in-memory backends).
+//! - the cost of one Pod event at 100 vs 10,000 TCs (controller only, in-memory backends);
+//! - at the Kubernetes default of 110 Pods per node, with one ExternalNode and 20 TCs
+//!   (`tc_peak_rss_[static_]20tc_110pods_en`): peak RSS of the binary once the first full
+//!   sync is done and the NIC taken over; baseline: the same binary on the same kind of VM
+//!   with nothing to do (an empty manifests directory);
+//! - soak (`tc_soak_rss_after_100000_flips`): the RSS of the in-process controller and
+//!   flows backend on the real switch (110 Pods, 20 TCs) after 100,000 label flips;
+//!   baseline: after the first 1,000 (a difference over ~1 MB is growth).
 
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "../tests/externalnode_vm/mod.rs"]
+mod externalnode_vm;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -221,10 +230,15 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
 
 /// 5,000 Pods labelled `app=a<i % groups>` and `tcs` TCs, TC j selecting `app=a<j>`.
 fn stores_at_scale(tcs: usize, groups: usize) -> Stores {
+    stores_of(PODS, tcs, groups)
+}
+
+/// `pods` Pods labelled `app=a<i % groups>` and `tcs` TCs, TC j selecting `app=a<j>`.
+fn stores_of(pods: usize, tcs: usize, groups: usize) -> Stores {
     let s = Stores::default();
     s.namespaces
         .apply(decode::<Namespace>(json!({"metadata": {"name": "bench"}})));
-    for i in 0..PODS {
+    for i in 0..pods {
         s.pods.apply(decode::<Pod>(pod_json(i, i % groups)));
     }
     for j in 0..tcs {
@@ -422,13 +436,135 @@ fn event_cost(tcs: usize) -> f64 {
     t.elapsed().as_secs_f64() * 1e3 / n as f64
 }
 
+/// The RSS now, of this process.
+fn self_rss_mb() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+const SMALL_PODS: usize = 110;
+const SMALL_TCS: usize = 20;
+
+/// Peak RSS of `bin` run on a fresh VM bed, with `full` = one ExternalNode, 110 Pods
+/// (dummy ports made beforehand, as a CNI would) and 20 TCs in the manifests directory,
+/// or nothing (the baseline).
+fn small_scale_rss(bin: &std::path::Path, full: bool) -> f64 {
+    let bed = externalnode_vm::Bed::new_with(common::SandboxOpts { dummy: true });
+    let client = Arc::new(
+        Client::connect(
+            Remote::parse(&bed.sb.db_remote()).unwrap(),
+            ClientOptions::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap(),
+    );
+    let br = ovsdb::BridgeDb::ensure(client, "br-int", "netdev").unwrap();
+    br.create_ports(&(0..SMALL_PODS).map(pod_port).collect::<Vec<_>>(), true)
+        .unwrap();
+    if full {
+        let mut items =
+            vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})];
+        items.extend((0..SMALL_PODS).map(|i| pod_json(i, i % SMALL_TCS)));
+        items.extend((0..SMALL_TCS).map(tc_json));
+        externalnode_vm::put(
+            &bed.manifests,
+            "all.json",
+            &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+        );
+        externalnode_vm::put(&bed.manifests, "en.yaml", externalnode_vm::EN_YAML);
+    }
+    let t = bed.start_bin(bin, "netdev");
+    t.wait_log("first full sync done", Duration::from_secs(60));
+    if full {
+        bed.wait_port("eth1~", Duration::from_secs(30));
+        common::wait_for(Duration::from_secs(30), "every mark flow", || {
+            (mark_flows(&bed.sb, "br-int") == SMALL_PODS).then_some(())
+        });
+    }
+    // A little steady state after start-up (status probes, a resync) before reading.
+    std::thread::sleep(Duration::from_secs(2));
+    vm_hwm_mb(t.pid().unwrap())
+}
+
+fn small_scale(bin: &std::path::Path, tag: &str) {
+    let base = small_scale_rss(bin, false);
+    let rss = small_scale_rss(bin, true);
+    println!(
+        "bench tc_peak_rss_{tag}{SMALL_TCS}tc_{SMALL_PODS}pods_en: tether={rss:.1}MB baseline={base:.1}MB ratio={:.2}",
+        rss / base
+    );
+}
+
+/// RSS after many label flips through the controller and the real flows backend: what
+/// stays behind per flip (stores, flow set, interface store, queues) shows as growth.
+fn soak() {
+    let flips: usize = std::env::var("BENCH_SOAK_FLIPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
+    let client = Arc::new(
+        Client::connect(
+            Remote::parse(&sb.db_remote()).unwrap(),
+            ClientOptions::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap(),
+    );
+    let br = ovsdb::BridgeDb::ensure(client, "br-int", "netdev").unwrap();
+    let mut specs: Vec<PortSpec> = (0..SMALL_PODS).map(pod_port).collect();
+    specs.extend((0..TARGETS).map(|t| {
+        PortSpec::new(&format!("tgt{t}"), PortKind::Internal { mac: None }).with_external_ids(
+            BTreeMap::from([("antrea-type".to_string(), "traffic-control".to_string())]),
+        )
+    }));
+    br.create_ports(&specs, true).unwrap();
+    let of =
+        Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
+    of.wait_connected(Duration::from_secs(10)).unwrap();
+    let stores = stores_of(SMALL_PODS, SMALL_TCS, SMALL_TCS);
+    let c = TcController::new(
+        stores.clone(),
+        Arc::new(LiveBridge::new(br)),
+        of.clone(),
+        Arc::new(target_links()),
+    );
+    for tc in stores.traffic_controls.keys() {
+        c.sync(&tc).unwrap();
+    }
+    let mut after_1k = 0.0;
+    for n in 0..flips {
+        let i = (n / 2 * 7) % SMALL_PODS;
+        let home = i % SMALL_TCS;
+        let to = if n % 2 == 0 {
+            (home + 1) % SMALL_TCS
+        } else {
+            home
+        };
+        flip(&stores, &c, i, to);
+        if n + 1 == 1000 {
+            after_1k = self_rss_mb();
+        }
+    }
+    let after = self_rss_mb();
+    println!(
+        "bench tc_soak_rss_after_{flips}_flips: tether={after:.1}MB baseline={after_1k:.1}MB ratio={:.2}",
+        after / after_1k
+    );
+}
+
 fn main() {
     assert!(
         common::privileged("bench_trafficcontrol"),
         "bench_trafficcontrol needs root"
     );
-    // `TC_BENCH=event|cold|flip` runs only that part (for profiling; `flip` after the
-    // glibc cold start, which sets its switch up); default: all.
+    // The daemon's allocator settings, for the measures taken in this process.
+    tether::sys::limit_malloc_arenas();
+    // `TC_BENCH=event|cold|flip|small|soak` runs only that part (for profiling; `flip`
+    // after the glibc cold start, which sets its switch up); default: all.
     let part = std::env::var("TC_BENCH").unwrap_or_default();
     let wants = |p: &str| part.is_empty() || part == p;
     if wants("cold") || wants("flip") {
@@ -440,21 +576,28 @@ fn main() {
         }
         drop(sb);
     }
-    if wants("cold") {
-        // The binary that ships is the static musl build (scripts/build-static.sh): its
-        // allocator, not glibc's per-thread arenas, decides its RSS.
-        let stat = common::tether::binary()
-            .parent()
-            .and_then(std::path::Path::parent)
-            .map(|t| t.join("x86_64-unknown-linux-musl/release/tether"))
-            .filter(|p| p.exists());
-        match stat {
-            Some(bin) => {
-                let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
-                cold_start(&sb, &bin, "static_");
-            }
-            None => eprintln!("static binary not built (scripts/build-static.sh): skipped"),
+    // The binary that ships is the static musl build (scripts/build-static.sh): its
+    // allocator, not glibc's per-thread arenas, decides its RSS.
+    let stat = common::tether::binary()
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|t| t.join("x86_64-unknown-linux-musl/release/tether"))
+        .filter(|p| p.exists());
+    if stat.is_none() && (wants("cold") || wants("small")) {
+        eprintln!("static binary not built (scripts/build-static.sh): its measures are skipped");
+    }
+    if let (true, Some(bin)) = (wants("cold"), &stat) {
+        let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
+        cold_start(&sb, bin, "static_");
+    }
+    if wants("small") {
+        small_scale(&common::tether::binary(), "");
+        if let Some(bin) = &stat {
+            small_scale(bin, "static_");
         }
+    }
+    if wants("soak") {
+        soak();
     }
     if !wants("event") {
         return;

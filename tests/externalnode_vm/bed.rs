@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{CONFIG, setup};
+use super::CONFIG;
 use crate::common::{Netns, Sandbox, Tether, tether::binary, wait_for};
 
 /// Write then rename, as config tools do, so a poll never sees half a file.
@@ -26,7 +26,11 @@ pub struct Bed {
 
 impl Bed {
     pub fn new() -> Bed {
-        let (sb, peer) = setup();
+        Bed::new_with(crate::common::SandboxOpts::default())
+    }
+
+    pub fn new_with(opts: crate::common::SandboxOpts) -> Bed {
+        let (sb, peer) = super::setup_with(opts);
         let manifests = sb.dir().join("manifests");
         std::fs::create_dir_all(&manifests).unwrap();
         let sock = sb.dir().join("tether.sock");
@@ -44,6 +48,11 @@ impl Bed {
 
     /// The daemon with another `--datapath-type` (the bridge is netdev).
     pub fn start_with(&self, datapath_type: &str) -> Tether {
+        self.start_bin(&binary(), datapath_type)
+    }
+
+    /// [`Bed::start_with`] of another build of tether (benchmarks: the static one).
+    pub fn start_bin(&self, bin: &Path, datapath_type: &str) -> Tether {
         let config = self.sb.path("tether.yaml");
         std::fs::write(&config, CONFIG).unwrap();
         let dir = self.sb.dir().to_str().unwrap().to_string();
@@ -63,7 +72,7 @@ impl Bed {
             "--state-socket",
             self.sock.to_str().unwrap(),
         ];
-        Tether::start(self.sb.ns(), &args, &self.sb.path("tether.log"))
+        Tether::start_bin(bin, self.sb.ns(), &args, &self.sb.path("tether.log"))
     }
 
     pub fn port_uuid(&self, name: &str) -> Option<String> {

@@ -27,7 +27,12 @@ pub fn sysctl_dad_off(ns: &Netns) {
 
 /// The VM and its peer (see the module doc).
 pub fn setup() -> (Sandbox, Netns) {
-    let sb = Sandbox::start();
+    setup_with(crate::common::SandboxOpts::default())
+}
+
+/// [`setup`] on a sandbox started with `opts` (`dummy` for benchmarks' Pod ports).
+pub fn setup_with(opts: crate::common::SandboxOpts) -> (Sandbox, Netns) {
+    let sb = Sandbox::start_with(opts);
     sb.add_bridge("br-int");
     let peer = Netns::new("peer");
     let vm = sb.ns();
