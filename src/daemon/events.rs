@@ -40,6 +40,7 @@ pub(super) struct Parts {
     pub source: Arc<Source>,
     pub heartbeats: Arc<Heartbeats>,
     pub ready: Box<dyn FnOnce() + Send>,
+    pub phases: super::phases::Phases,
 }
 
 pub(super) struct EventLoop {
@@ -129,6 +130,7 @@ impl EventLoop {
                 route(Trigger::All, stores, &clashing)
             });
             if let Next::QueueAll(keys) = next {
+                self.p.phases.mark("lists_done");
                 self.queue(keys);
             }
             return;
@@ -186,8 +188,10 @@ impl EventLoop {
     /// The first full sync ended: flows out, orphans swept, forwarding on, READY.
     fn become_ready(&mut self) {
         let p = &self.p;
+        p.phases.mark("first_sync_done");
         let replacing = p.ovs.replacing();
         let (failed, replaced) = p.deferred.flush(replacing);
+        p.phases.mark("flush_committed");
         if let Some(Err(e)) = &replaced {
             log::warn!("first full sync: deleting the flows of round {replacing:?} failed: {e}");
         }

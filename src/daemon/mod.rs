@@ -13,6 +13,7 @@
 //! port in place: the VM stays reachable while tether is down.
 
 mod events;
+mod phases;
 pub mod startup;
 
 use std::path::PathBuf;
@@ -82,8 +83,10 @@ pub fn run(
     for n in &cfg.notes {
         log::info!("{n}");
     }
-    let ovs = Ovs::connect(&cfg, &stop)?;
+    let phases = phases::Phases::start();
+    let ovs = Ovs::connect(&cfg, &stop, &phases)?;
     let deferred = base_flows(&ovs, &stop)?;
+    phases.mark("base_flows_committed");
     let flows: Arc<dyn Flows> = deferred.clone();
     let stores = Stores::default();
     let (kube_tx, kube_rx) = bounded(4096);
@@ -124,6 +127,7 @@ pub fn run(
         source: source.clone(),
         heartbeats,
         ready: Box::new(ready),
+        phases,
     })
     .run();
 
@@ -148,12 +152,18 @@ pub fn run(
 fn base_flows(ovs: &Ovs, stop: &Receiver<()>) -> Result<Arc<DeferredFlows>, DaemonError> {
     let scope = match ovs.replacing() {
         Some(_) => Scope::All,
-        None => Scope::Only(Category::TRAFFIC_CONTROL),
+        None => Scope::AllBut(Category::EXTERNAL_NODE),
     };
     let deferred = Arc::new(DeferredFlows::new(ovs.of.clone(), scope));
+    // On a fresh bridge the base flows go out now, ahead of the ExternalNode's flows that
+    // build on them; on a bridge with a previous round they wait, to replace it atomically.
+    let target: Arc<dyn Flows> = match scope {
+        Scope::All => deferred.clone(),
+        Scope::AllBut(_) => ovs.of.clone(),
+    };
     let what = "installing the pipeline's base flows";
     retry(what, Duration::from_secs(1), stop, || {
-        deferred.apply(BASE_OWNER, pipeline::base_flows())
+        target.apply(BASE_OWNER, pipeline::base_flows())
     })?;
     Ok(deferred)
 }
@@ -201,7 +211,11 @@ pub(crate) struct Ovs {
 impl Ovs {
     /// Connect to OVSDB, ensure the bridge, pick this run's round, connect OpenFlow; each
     /// retried until it works or `stop` fires.
-    fn connect(cfg: &Config, stop: &Receiver<()>) -> Result<Ovs, DaemonError> {
+    fn connect(
+        cfg: &Config,
+        stop: &Receiver<()>,
+        phases: &phases::Phases,
+    ) -> Result<Ovs, DaemonError> {
         let db_socket = cfg.ovs_rundir.join("db.sock");
         let client = Arc::new(Client::start(
             Remote::Unix(db_socket.clone()),
@@ -211,6 +225,7 @@ impl Ovs {
         retry(&what, Duration::from_secs(1), stop, || {
             client.wait_connected(Duration::from_secs(1))
         })?;
+        phases.mark("ovsdb_loaded");
         // A bridge of another datapath type is a configuration error (exit 2), not
         // something to retry: nothing is changed, and waiting cannot fix it.
         let what = format!("setting up bridge {}", cfg.bridge);
@@ -246,6 +261,7 @@ impl Ovs {
         retry(&what, Duration::from_millis(500), stop, || {
             of.wait_connected(Duration::from_secs(1))
         })?;
+        phases.mark("openflow_connected");
         Ok(Ovs {
             client,
             db,

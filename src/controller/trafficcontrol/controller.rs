@@ -18,7 +18,7 @@ use super::select;
 use crate::controller::interfaces::{Interfaces, Role};
 use crate::controller::{Bridge, Flows};
 use crate::k8s::{Stores, TcPort, TrafficControl};
-use crate::netlink::Links;
+use crate::netlink::{DevSysctl, Links};
 use crate::openflow::{Category, Flow, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortSpec};
 
@@ -384,12 +384,26 @@ impl TcController {
     /// every sync, so a port found at start or re-created by a restarted switch comes up
     /// too. As Antrea (`controller.go`): retried every 1 s for up to 5 s while the netdev
     /// is not there yet.
+    ///
+    /// Before it comes up, its IPv6 is turned off: a capture port must stay silent, but the
+    /// kernel would send a router solicitation, an MLD report and a DAD probe out of it,
+    /// into the bridge, which floods each to every port (at 5,000 ports, 10 targets' 30
+    /// packets were 150,000 sends and seconds of ovs-vswitchd's time during a cold start:
+    /// `netdev_sent`/`xlate_actions_too_many_output` in its `coverage/show`). Capture
+    /// tools read it through packet sockets, which IPv6 being off does not touch.
     fn bring_up(&self, name: &str) -> Result<(), SyncError> {
         let mut tries = 0;
         loop {
             let r = match self.links.link_by_name(name) {
                 Ok(l) if l.is_up() => return Ok(()),
-                Ok(l) => self.links.set_up(l.index),
+                Ok(l) => {
+                    if let Err(e) = self.links.set_sysctl(name, DevSysctl::Ipv6DisableIpv6, "1") {
+                        log::warn!(
+                            "tc port={name}: turning its IPv6 off failed ({e}); it may send its own packets into the bridge"
+                        );
+                    }
+                    self.links.set_up(l.index)
+                }
                 Err(e) => Err(e),
             };
             match r {
