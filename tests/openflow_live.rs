@@ -395,6 +395,39 @@ fn stale_round_is_deleted_by_cookie() {
     assert_eq!(sb.dump_flows("br-int", None), sorted(want));
 }
 
+/// A run that crashed before persisting its round leaves flows under the round the next
+/// run picks again. The first connection sends no bundle of its own for them (one more
+/// flow-table commit costs the switch seconds at 5,000 ports): their delete heads the
+/// first bundle, so they are gone the moment the first flows arrive.
+#[test]
+fn leftovers_of_the_same_round_go_with_the_first_bundle() {
+    if !privileged("leftovers_of_the_same_round_go_with_the_first_bundle") {
+        return;
+    }
+    let sb = sandbox();
+    {
+        let crashed = start(&sb, 1);
+        crashed.apply(TC_B, output_flows()).unwrap();
+    }
+    let again = start(&sb, 1);
+    // The connection's replay is done (with nothing to put back).
+    again
+        .reconnects()
+        .recv_timeout(Duration::from_secs(10))
+        .expect("replay after the first connection");
+    assert_eq!(
+        sb.dump_flows("br-int", None).len(),
+        5,
+        "leftovers still there"
+    );
+    let before = again.counts();
+    again.apply(EN, en_flows()).unwrap();
+    assert_eq!(again.counts().bundles - before.bundles, 1);
+    let mut want = sorted(EN_FLOWS);
+    want.push("priority=0 actions=NORMAL".to_string());
+    assert_eq!(sb.dump_flows("br-int", None), sorted(want));
+}
+
 #[test]
 fn a_bridge_without_openflow15_is_refused_clearly() {
     if !privileged("a_bridge_without_openflow15_is_refused_clearly") {
