@@ -359,6 +359,18 @@ fn pct(v: &mut [f64], hundredths: usize) -> f64 {
 }
 
 fn label_flips(sb: &common::Sandbox) {
+    // Diagnosis of the tail: `BENCH_STATS_INTERVAL=<ms>` sets ovs-vswitchd's
+    // stats-update-interval (default 5,000 ms), the pass over every interface's
+    // statistics that holds its main thread (and so a bundle's commit) at 5,000 ports.
+    if let Ok(ms) = std::env::var("BENCH_STATS_INTERVAL") {
+        sb.vsctl(&[
+            "set",
+            "Open_vSwitch",
+            ".",
+            &format!("other_config:stats-update-interval={ms}"),
+        ]);
+        settle(sb);
+    }
     let client = Arc::new(
         Client::connect(
             Remote::parse(&sb.db_remote()).unwrap(),
@@ -382,6 +394,7 @@ fn label_flips(sb: &common::Sandbox) {
         c.sync(&tc).unwrap();
     }
     let mut lat = Vec::new();
+    let t0 = Instant::now();
     for n in 0..1000 {
         let i = (n * 7) % PODS;
         let from = i % TCS;
@@ -389,6 +402,14 @@ fn label_flips(sb: &common::Sandbox) {
         let t = Instant::now();
         flip(&stores, &c, i, if n % 2 == 0 { to } else { from });
         lat.push(t.elapsed().as_secs_f64() * 1e3);
+        if t.elapsed() > Duration::from_millis(20) {
+            // When the slow ones happen (stderr): a period says who holds the switch.
+            eprintln!(
+                "slow flip {n}: {:.1} ms at {:.3} s",
+                t.elapsed().as_secs_f64() * 1e3,
+                t0.elapsed().as_secs_f64()
+            );
+        }
         // Put it back for the next round (not timed).
         if n % 2 == 0 {
             flip(&stores, &c, i, from);
