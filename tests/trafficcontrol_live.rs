@@ -77,8 +77,9 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
     cfg.timeout = Duration::from_secs(20);
     let of = Arc::new(OfFlows::start(cfg).unwrap());
     of.wait_connected(Duration::from_secs(10)).unwrap();
-    // The backend replays its (empty) flow set on every connection: wait until it has,
-    // so that only the sync is counted.
+    // The backend replays its flow set on every connection: wait until it has, so that
+    // only the sync is counted. (The set is empty: the replay sends nothing, and the
+    // delete of this round's leftovers heads the next bundle, the sync's.)
     of.reconnects()
         .recv_timeout(Duration::from_secs(10))
         .expect("the first connection's replay");
@@ -130,8 +131,9 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
     // Outside the bundle: one port-description request, one OF1.0 no-flood batch. The
     // bundle itself is two (open/add/close with a barrier, then commit).
     assert_eq!(of1.round_trips - of0.round_trips, 2 + 2);
-    // Two mark flows (to and from the Pod) and the return port's flow.
-    assert_eq!(of1.flow_mods - of0.flow_mods, 3);
+    // Two mark flows (to and from the Pod) and the return port's flow; the connection's
+    // first bundle also deletes the round's leftovers by cookie.
+    assert_eq!(of1.flow_mods - of0.flow_mods, 3 + 1);
     let dump = sb.ofctl(&["dump-flows", "br-int"]);
     assert!(dump.contains(&format!("in_port={}", ret.1)), "{dump}");
     assert!(dump.contains(&format!("in_port={pod_of}")), "{dump}");
