@@ -13,11 +13,10 @@
 mod common;
 
 use std::process::Command;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::Sandbox;
-use tether::ovsdb::{BridgeDb, Client, ClientOptions, PortKind, PortSpec, Remote};
+use tether::ovsdb::{BridgeDb, PortKind, PortSpec};
 
 const N: usize = 200;
 const ROUNDS: usize = 3;
@@ -46,15 +45,7 @@ fn add_port_args(name: &str) -> Vec<String> {
 /// A fresh sandbox with br-int, and a connected client when tether is the one measured.
 fn setup(ours: bool) -> (Sandbox, Option<BridgeDb>) {
     let sb = Sandbox::start();
-    let client = Arc::new(
-        Client::connect(
-            Remote::parse(&sb.db_remote()).unwrap(),
-            ClientOptions::default(),
-            Duration::from_secs(10),
-        )
-        .unwrap(),
-    );
-    let br = BridgeDb::ensure(client, "br-int", "netdev").unwrap();
+    let br = sb.bridge_db("br-int");
     (sb, ours.then_some(br))
 }
 

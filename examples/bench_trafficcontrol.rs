@@ -35,9 +35,7 @@ use tether::controller::trafficcontrol::TcController;
 use tether::controller::{Bridge, LiveBridge};
 use tether::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
 use tether::openflow::{Flow, OfError, OfFlows, OfFlowsConfig, Owner};
-use tether::ovsdb::{
-    self, Client, ClientOptions, OvsdbError, PortData, PortKind, PortSpec, Remote, Uuid,
-};
+use tether::ovsdb::{OvsdbError, PortData, PortKind, PortSpec, Uuid};
 
 const PODS: usize = 5000;
 const TCS: usize = 1000;
@@ -142,15 +140,7 @@ fn settle(sb: &common::Sandbox) {
 /// The cold start of `bin` on `sb`; `tag` goes into the measure names (`""` for the
 /// default build, `"static_"` for the static musl binary that ships).
 fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
-    let client = Arc::new(
-        Client::connect(
-            Remote::parse(&sb.db_remote()).unwrap(),
-            ClientOptions::default(),
-            Duration::from_secs(10),
-        )
-        .unwrap(),
-    );
-    let br = ovsdb::BridgeDb::ensure(client.clone(), "br-int", "netdev").unwrap();
+    let br = sb.bridge_db("br-int");
     // Bridges for the baselines, made now: later, every reconfiguration of a switch with
     // 5,000 ports takes vswitchd seconds.
     sb.add_bridge("br-base");
@@ -160,13 +150,7 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     // 8-11 s of reconfiguration (measured here with `ovs-vsctl add-port`), which would
     // measure OVS, not tether. So this is the cold start of a node whose ports exist (a
     // restart, or targets made by the CNI/operator); port creation is measured separately.
-    let mut specs: Vec<PortSpec> = (0..PODS).map(pod_port).collect();
-    specs.extend((0..TARGETS).map(|t| {
-        PortSpec::new(&format!("tgt{t}"), PortKind::Internal { mac: None }).with_external_ids(
-            BTreeMap::from([("antrea-type".to_string(), "traffic-control".to_string())]),
-        )
-    }));
-    br.create_ports(&specs, true).unwrap();
+    br.create_ports(&ports(PODS), true).unwrap();
     // Up, as a restarted node finds them: bringing a netdev up makes ovs-vswitchd
     // reconfigure the bridge, every one of its 5,000 ports (`bridge_reconfigure`,
     // `ofproto_update_port` in coverage/show: seconds of its time), which would measure
@@ -341,6 +325,35 @@ fn target_links() -> tether::testing::FakeLinks {
     links
 }
 
+/// `pods` Pod ports and the TCs' target ports (tether's, made as a restart finds them).
+fn ports(pods: usize) -> Vec<PortSpec> {
+    let mut specs: Vec<PortSpec> = (0..pods).map(pod_port).collect();
+    specs.extend((0..TARGETS).map(|t| {
+        PortSpec::new(&format!("tgt{t}"), PortKind::Internal { mac: None }).with_external_ids(
+            BTreeMap::from([("antrea-type".to_string(), "traffic-control".to_string())]),
+        )
+    }));
+    specs
+}
+
+/// The TC controller in this process on `sb`'s br-int (real OVSDB and OpenFlow), every TC
+/// of `stores` synced once.
+fn synced_controller(sb: &common::Sandbox, stores: &Stores) -> TcController {
+    let of =
+        Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
+    of.wait_connected(Duration::from_secs(10)).unwrap();
+    let c = TcController::new(
+        stores.clone(),
+        Arc::new(LiveBridge::new(sb.bridge_db("br-int"))),
+        of,
+        Arc::new(target_links()),
+    );
+    for tc in stores.traffic_controls.keys() {
+        c.sync(&tc).unwrap();
+    }
+    c
+}
+
 fn flip(stores: &Stores, c: &TcController, i: usize, to: usize) {
     let key = format!("bench/p{i}");
     let old = stores.pods.get(&key).unwrap().metadata.labels.clone();
@@ -371,28 +384,8 @@ fn label_flips(sb: &common::Sandbox) {
         ]);
         settle(sb);
     }
-    let client = Arc::new(
-        Client::connect(
-            Remote::parse(&sb.db_remote()).unwrap(),
-            ClientOptions::default(),
-            Duration::from_secs(10),
-        )
-        .unwrap(),
-    );
-    let br = ovsdb::BridgeDb::ensure(client, "br-int", "netdev").unwrap();
-    let of =
-        Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
-    of.wait_connected(Duration::from_secs(10)).unwrap();
     let stores = stores_at_scale(TCS, TCS);
-    let c = TcController::new(
-        stores.clone(),
-        Arc::new(LiveBridge::new(br)),
-        of.clone(),
-        Arc::new(target_links()),
-    );
-    for tc in stores.traffic_controls.keys() {
-        c.sync(&tc).unwrap();
-    }
+    let c = synced_controller(sb, &stores);
     let mut lat = Vec::new();
     let t0 = Instant::now();
     for n in 0..1000 {
@@ -555,16 +548,9 @@ const SMALL_TCS: usize = 20;
 /// or nothing (the baseline).
 fn small_scale_rss(bin: &std::path::Path, full: bool) -> f64 {
     let bed = externalnode_vm::Bed::new_with(common::SandboxOpts { dummy: true });
-    let client = Arc::new(
-        Client::connect(
-            Remote::parse(&bed.sb.db_remote()).unwrap(),
-            ClientOptions::default(),
-            Duration::from_secs(10),
-        )
-        .unwrap(),
-    );
-    let br = ovsdb::BridgeDb::ensure(client, "br-int", "netdev").unwrap();
-    br.create_ports(&(0..SMALL_PODS).map(pod_port).collect::<Vec<_>>(), true)
+    bed.sb
+        .bridge_db("br-int")
+        .create_ports(&(0..SMALL_PODS).map(pod_port).collect::<Vec<_>>(), true)
         .unwrap();
     if full {
         let mut items =
@@ -608,35 +594,11 @@ fn soak() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
-    let client = Arc::new(
-        Client::connect(
-            Remote::parse(&sb.db_remote()).unwrap(),
-            ClientOptions::default(),
-            Duration::from_secs(10),
-        )
-        .unwrap(),
-    );
-    let br = ovsdb::BridgeDb::ensure(client, "br-int", "netdev").unwrap();
-    let mut specs: Vec<PortSpec> = (0..SMALL_PODS).map(pod_port).collect();
-    specs.extend((0..TARGETS).map(|t| {
-        PortSpec::new(&format!("tgt{t}"), PortKind::Internal { mac: None }).with_external_ids(
-            BTreeMap::from([("antrea-type".to_string(), "traffic-control".to_string())]),
-        )
-    }));
-    br.create_ports(&specs, true).unwrap();
-    let of =
-        Arc::new(OfFlows::start(OfFlowsConfig::new(sb.mgmt("br-int"), "br-int", 100)).unwrap());
-    of.wait_connected(Duration::from_secs(10)).unwrap();
+    sb.bridge_db("br-int")
+        .create_ports(&ports(SMALL_PODS), true)
+        .unwrap();
     let stores = stores_of(SMALL_PODS, SMALL_TCS, SMALL_TCS);
-    let c = TcController::new(
-        stores.clone(),
-        Arc::new(LiveBridge::new(br)),
-        of.clone(),
-        Arc::new(target_links()),
-    );
-    for tc in stores.traffic_controls.keys() {
-        c.sync(&tc).unwrap();
-    }
+    let c = synced_controller(&sb, &stores);
     let mut after_1k = 0.0;
     for n in 0..flips {
         let i = (n / 2 * 7) % SMALL_PODS;

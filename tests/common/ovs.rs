@@ -105,6 +105,19 @@ impl Sandbox {
         self.path("db.sock")
     }
 
+    /// tether's own OVSDB client on this sandbox, and `bridge` (netdev) made sure of.
+    pub fn bridge_db(&self, bridge: &str) -> tether::ovsdb::BridgeDb {
+        let client = std::sync::Arc::new(
+            tether::ovsdb::Client::connect(
+                tether::ovsdb::Remote::Unix(self.db_sock()),
+                tether::ovsdb::ClientOptions::default(),
+                Duration::from_secs(10),
+            )
+            .expect("connect to the sandbox's ovsdb-server"),
+        );
+        tether::ovsdb::BridgeDb::ensure(client, bridge, "netdev").expect("ensure the bridge")
+    }
+
     /// `<dir>/<bridge>.mgmt`, the bridge's OpenFlow socket.
     pub fn mgmt(&self, bridge: &str) -> PathBuf {
         self.path(&format!("{bridge}.mgmt"))
