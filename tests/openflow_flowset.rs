@@ -143,6 +143,39 @@ fn same_category_owners_hand_flows_over() {
     assert!(plan.is_empty());
 }
 
+/// Plans are recorded before the switch answers (several owners share one bundle); a
+/// refused bundle puts the set back exactly, a taken-over key included.
+#[test]
+fn undo_puts_the_set_back_in_reverse_order() {
+    let a2 = Owner {
+        category: Category::TRAFFIC_CONTROL,
+        object: 8,
+    };
+    let mut set = FlowSet::new(1);
+    set.commit(set.plan_apply(A, vec![flow(1, 10), flow(2, 10)]).unwrap());
+    set.commit(set.plan_apply(B, vec![flow(9, 90)]).unwrap());
+    let u1 = set.commit_undoable(set.plan_apply(a2, vec![flow(1, 20)]).unwrap());
+    let u2 = set.commit_undoable(set.plan_remove(A));
+    let u3 = set.commit_undoable(set.plan_apply(B, vec![flow(9, 91), flow(8, 80)]).unwrap());
+    assert_eq!(set.flows(A), vec![]);
+    assert_eq!(set.len(), 3);
+    set.undo(u3);
+    set.undo(u2);
+    set.undo(u1);
+    assert_eq!(set.flows(A), vec![flow(1, 10), flow(2, 10)]);
+    assert_eq!(set.flows(a2), vec![]);
+    assert_eq!(set.flows(B), vec![flow(9, 90)]);
+    assert_eq!(set.len(), 3);
+    // The holder index is right again: A's flows are A's (a2 taking in_port=1 is a
+    // hand-over again, B asking for it a conflict).
+    let plan = set.plan_apply(a2, vec![flow(1, 20)]).unwrap();
+    assert_eq!(
+        summary(&plan.mods),
+        vec![(FlowModCommand::ADD, 1, 0x0001_0100_0000_0008)]
+    );
+    assert!(set.plan_apply(B, vec![flow(2, 10)]).is_err());
+}
+
 #[test]
 fn owners_cannot_take_each_others_flows() {
     let mut set = FlowSet::new(1);

@@ -10,6 +10,7 @@ mod cases;
 #[allow(unused_imports)]
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Sandbox, privileged, wait_for};
@@ -283,6 +284,107 @@ fn a_bundle_with_one_invalid_flow_installs_nothing() {
         sb.dump_flows("br-int", Some("cookie=0x1080000000001/-1")),
         sorted(EN_FLOWS)
     );
+}
+
+/// Owner `i` of 16 TCs: one flow, in_port=100+i → output:1 (distinct keys).
+fn tc_flow(i: u32) -> (Owner, Flow) {
+    let owner = Owner {
+        category: Category::TRAFFIC_CONTROL,
+        object: 0x100 + i,
+    };
+    let f = Flow::new(3, 200)
+        .matching(MatchField::InPort(100 + i))
+        .actions([Action::output(1)]);
+    (owner, f)
+}
+
+/// Applies from 16 threads while a big bundle holds the switch: they queue and go
+/// together as the next bundle; one of them invalid makes that bundle fail, and then each
+/// goes alone, so only the invalid one fails and the switch holds exactly the others.
+#[test]
+fn concurrent_applies_share_one_bundle_and_isolate_a_bad_one() {
+    if !privileged("concurrent_applies_share_one_bundle_and_isolate_a_bad_one") {
+        return;
+    }
+    let sb = sandbox();
+    let of = Arc::new(start(&sb, 1));
+    of.reconnects()
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the first connection's replay");
+    // 30,000 flows keep the switch busy for a while (hundreds of ms).
+    let big = Owner {
+        category: Category::DEFAULT,
+        object: 9,
+    };
+    let big_flows: Vec<Flow> = (0..30_000u32)
+        .map(|i| {
+            Flow::new(5, 100)
+                .matching(MatchField::InPort(1000 + i))
+                .actions([Action::output(1)])
+        })
+        .collect();
+    let run = |bad: Option<u32>| {
+        let before = of.counts();
+        let holder = {
+            let of = of.clone();
+            let flows = big_flows.clone();
+            std::thread::spawn(move || of.apply(big, flows))
+        };
+        // Until the big bundle is on its way (its planning is quick).
+        std::thread::sleep(Duration::from_millis(30));
+        let threads: Vec<_> = (0..16u32)
+            .map(|i| {
+                let of = of.clone();
+                let (owner, mut f) = tc_flow(i);
+                if Some(i) == bad {
+                    // tcp_dst without its prerequisites: the switch refuses it.
+                    f = Flow::new(3, 200)
+                        .matching(MatchField::TcpDst(80))
+                        .actions([Action::output(1)]);
+                }
+                std::thread::spawn(move || (i, of.apply(owner, vec![f])))
+            })
+            .collect();
+        let results: Vec<(u32, bool)> = threads
+            .into_iter()
+            .map(|t| {
+                let (i, r) = t.join().unwrap();
+                (i, r.is_ok())
+            })
+            .collect();
+        holder.join().unwrap().unwrap();
+        (results, of.counts().bundles - before.bundles)
+    };
+    let (results, bundles) = run(None);
+    assert!(results.iter().all(|(_, ok)| *ok), "{results:?}");
+    assert_eq!(bundles, 2, "the big bundle, then the 16 together");
+    for i in 0..16 {
+        of.remove(tc_flow(i).0).unwrap();
+    }
+    of.remove(big).unwrap();
+
+    let (results, bundles) = run(Some(5));
+    for (i, ok) in &results {
+        assert_eq!(*ok, *i != 5, "thread {i}: {results:?}");
+    }
+    assert_eq!(bundles, 1 + 15, "the big one, then the 15 good ones alone");
+    assert!(of.installed(tc_flow(5).0).is_empty());
+    let table3: Vec<String> = sb
+        .dump_flows("br-int", Some("table=3"))
+        .into_iter()
+        .collect();
+    let mut want: Vec<String> = (0..16u32)
+        .filter(|i| *i != 5)
+        .map(|i| {
+            format!(
+                "cookie=0x101{:010x}, table=3, priority=200,in_port={} actions=output:1",
+                0x100 + i,
+                100 + i
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(table3, want);
 }
 
 fn no_flood_ports(sb: &Sandbox) -> Vec<String> {

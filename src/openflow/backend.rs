@@ -16,13 +16,14 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use super::OfError;
+use super::batch::{Batches, Op};
 use super::conn::{Conn, ConnEvent, ConnOptions, Reply};
 use super::consts::{BundleCtrlType, OFPPC10_NO_FLOOD, Version, bundle_flags, port};
 use super::flow::{Flow, Owner, ROUND_MASK};
@@ -63,21 +64,28 @@ impl OfFlowsConfig {
     }
 }
 
-struct State {
-    set: FlowSet,
-    no_flood: BTreeSet<u32>,
+pub(super) struct State {
+    pub(super) set: FlowSet,
+    /// Requests waiting for the next bundle, and whether one is in flight
+    /// (`openflow::batch`).
+    pub(super) batches: Batches,
     /// A connection came up while the set was empty: the delete of this round's cookie
     /// (the leftovers of a run that crashed before persisting its round) still has to go,
     /// at the head of the next bundle. A bundle of its own would cost vswitchd one more
     /// flow-table commit, which at 5,000 ports is ~1.4 s of its CPU before the first real
     /// flows (issue 17's cold start).
-    purge_round: bool,
+    pub(super) purge_round: bool,
 }
 
-struct Shared {
+pub(super) struct Shared {
     of15: Conn,
     of10: Conn,
     state: Mutex<State>,
+    /// Signalled when a bundle of queued requests has been answered.
+    pub(super) idle: Condvar,
+    /// Ports that want no-flood; its own lock, held across the OF1.0 port mods (they never
+    /// wait for a flow bundle, nor a flow bundle for them).
+    no_flood: Mutex<BTreeSet<u32>>,
     timeout: Duration,
     bundle_id: AtomicU32,
     counts: Counts,
@@ -127,9 +135,11 @@ impl OfFlows {
             of10,
             state: Mutex::new(State {
                 set: FlowSet::new(cfg.round),
-                no_flood: BTreeSet::new(),
+                batches: Batches::default(),
                 purge_round: false,
             }),
+            idle: Condvar::new(),
+            no_flood: Mutex::new(BTreeSet::new()),
             timeout: cfg.timeout,
             bundle_id: AtomicU32::new(1),
             counts: Counts::default(),
@@ -235,13 +245,7 @@ impl Drop for OfFlows {
 /// each.
 impl OfFlows {
     pub fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
-        let mut st = self.shared.lock();
-        let mut plan = st.set.plan_apply(owner, flows)?;
-        if !plan.is_empty() {
-            self.shared.send(&mut st, std::mem::take(&mut plan.mods))?;
-        }
-        st.set.commit(plan);
-        Ok(())
+        self.shared.submit(owner, Op::Apply(flows))
     }
 
     /// One bundle for every owner. Each owner is planned against the set as the owners
@@ -249,7 +253,7 @@ impl OfFlows {
     /// one, as with separate applies); if the switch refuses the bundle, the set is put
     /// back and each owner is applied alone, so the error lands on the owner that caused it.
     pub fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-        let mut st = self.shared.lock();
+        let mut st = self.shared.lock_idle();
         let before = st.set.clone();
         let (mods, mut failed) = plan_many(&mut st.set, &sets);
         if mods.is_empty() {
@@ -284,21 +288,15 @@ impl OfFlows {
     }
 
     pub fn remove(&self, owner: Owner) -> Result<(), OfError> {
-        let mut st = self.shared.lock();
-        let mut plan = st.set.plan_remove(owner);
-        if !plan.is_empty() {
-            self.shared.send(&mut st, std::mem::take(&mut plan.mods))?;
-        }
-        st.set.commit(plan);
-        Ok(())
+        self.shared.submit(owner, Op::Remove)
     }
 
     pub fn set_no_flood(&self, ofport: u32, on: bool) -> Result<(), OfError> {
-        let mut st = self.shared.lock();
+        let mut no_flood = self.shared.lock_no_flood();
         // Already set on this connection (a replay re-applies the whole set after a
         // reconnect): every PORT_MOD makes vswitchd re-examine the port, which at 5,000
         // ports costs it far more than the flows do. Clearing is always sent.
-        if on && st.no_flood.contains(&ofport) {
+        if on && no_flood.contains(&ofport) {
             return Ok(());
         }
         match self.shared.port_mod_no_flood(ofport, on) {
@@ -308,9 +306,9 @@ impl OfFlows {
             Err(e) => return Err(e),
         }
         if on {
-            st.no_flood.insert(ofport);
+            no_flood.insert(ofport);
         } else {
-            st.no_flood.remove(&ofport);
+            no_flood.remove(&ofport);
         }
         Ok(())
     }
@@ -324,16 +322,16 @@ impl OfFlows {
                 .iter()
                 .try_for_each(|p| self.set_no_flood(*p, false));
         }
-        let mut st = self.shared.lock();
+        let mut no_flood = self.shared.lock_no_flood();
         let todo: Vec<u32> = ofports
             .iter()
             .copied()
-            .filter(|p| !st.no_flood.contains(p))
+            .filter(|p| !no_flood.contains(p))
             .collect::<BTreeSet<u32>>()
             .into_iter()
             .collect();
         self.shared.port_mods_no_flood(&todo, true)?;
-        st.no_flood.extend(todo);
+        no_flood.extend(todo);
         Ok(())
     }
 
@@ -346,7 +344,7 @@ impl OfFlows {
         sets: Vec<(Owner, Vec<Flow>)>,
         round: u16,
     ) -> (Vec<(Owner, OfError)>, Result<(), OfError>) {
-        let mut st = self.shared.lock();
+        let mut st = self.shared.lock_idle();
         let before = st.set.clone();
         let (mut mods, mut failed) = plan_many(&mut st.set, &sets);
         let n = mods.len();
@@ -384,8 +382,12 @@ impl OfFlows {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_no_flood(&self) -> MutexGuard<'_, BTreeSet<u32>> {
+        self.no_flood.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn transact15(&self, bodies: Vec<Body>, what: &str) -> Result<Reply, OfError> {
@@ -395,14 +397,13 @@ impl Shared {
     }
 
     fn bundle(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
-        let _st = self.lock();
+        let _st = self.lock_idle();
         self.bundle_mods(mods)
     }
 
-    /// [`Shared::bundle_mods`] for the flow set's changes, headed by the delete of this
-    /// round's leftovers while that is pending (`State::purge_round`): an add after it
-    /// in the same ordered bundle survives it.
-    fn send(&self, st: &mut State, mut mods: Vec<FlowMod>) -> Result<(), OfError> {
+    /// `mods` headed by the delete of this round's leftovers while that is pending
+    /// (`State::purge_round`): an add after it in the same ordered bundle survives it.
+    pub(super) fn with_purge(&self, st: &State, mut mods: Vec<FlowMod>) -> Vec<FlowMod> {
         if st.purge_round {
             let round = st.set.round();
             mods.insert(
@@ -410,13 +411,19 @@ impl Shared {
                 FlowMod::delete_by_cookie(u64::from(round) << 48, ROUND_MASK),
             );
         }
+        mods
+    }
+
+    /// One bundle of the flow set's changes, the lock held ([`Shared::with_purge`]).
+    fn send(&self, st: &mut State, mods: Vec<FlowMod>) -> Result<(), OfError> {
+        let mods = self.with_purge(st, mods);
         self.bundle_mods(mods)?;
         st.purge_round = false;
         Ok(())
     }
 
     /// OPEN, ADD…, CLOSE (+ barrier); then COMMIT, or DISCARD if anything was rejected.
-    fn bundle_mods(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
+    pub(super) fn bundle_mods(&self, mods: Vec<FlowMod>) -> Result<(), OfError> {
         let id = self.bundle_id.fetch_add(1, Ordering::Relaxed);
         let flags = bundle_flags::ATOMIC | bundle_flags::ORDERED;
         let ctrl = |t| Body::BundleControl(BundleControl::new(id, t, flags));
@@ -572,7 +579,7 @@ impl Shared {
     }
 
     fn replay_flows(&self) -> Result<(), OfError> {
-        let mut st = self.lock();
+        let mut st = self.lock_idle();
         if st.set.is_empty() {
             // Nothing of ours to put back: only this round's leftovers to delete, which
             // the next bundle does first.
@@ -595,8 +602,8 @@ impl Shared {
     /// Re-apply no-flood to every port that wants it: all in one batch, or (when the
     /// batch fails, say for a port gone meanwhile) one by one, returning the first error.
     fn replay_no_flood(&self) -> Result<(), OfError> {
-        let st = self.lock();
-        let all: Vec<u32> = st.no_flood.iter().copied().collect();
+        let no_flood = self.lock_no_flood();
+        let all: Vec<u32> = no_flood.iter().copied().collect();
         if self.port_mods_no_flood(&all, true).is_ok() {
             return Ok(());
         }

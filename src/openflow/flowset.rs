@@ -101,6 +101,15 @@ pub struct Plan {
     taken: Vec<(Owner, FlowKey)>,
 }
 
+/// What [`FlowSet::undo`] needs to take one committed plan back: the owner's flows before
+/// it, and the keys it took from other owners with their flows.
+#[derive(Debug)]
+pub struct Undo {
+    owner: Owner,
+    prev: FlowMap,
+    taken: Vec<(Owner, FlowKey, FlowValue)>,
+}
+
 impl Plan {
     pub fn is_empty(&self) -> bool {
         self.mods.is_empty()
@@ -250,6 +259,64 @@ impl FlowSet {
         }
     }
 
+    /// Record a plan before the switch has it, returning what puts the set back if the
+    /// switch refuses it ([`FlowSet::undo`]; undo in the reverse order of the commits).
+    pub fn commit_undoable(&mut self, plan: Plan) -> Undo {
+        let owner = plan.owner;
+        let taken = plan
+            .taken
+            .iter()
+            .filter_map(|(other, key)| {
+                let v = self.owners.get(other)?.get(key)?;
+                Some((*other, key.clone(), v.clone()))
+            })
+            .collect();
+        let prev = self.owners.get(&owner).cloned().unwrap_or_default();
+        self.commit(plan);
+        Undo { owner, prev, taken }
+    }
+
+    /// Put back what [`FlowSet::commit_undoable`] changed.
+    pub fn undo(&mut self, u: Undo) {
+        self.commit(Plan {
+            owner: u.owner,
+            mods: Vec::new(),
+            next: u.prev,
+            taken: Vec::new(),
+        });
+        for (other, key, value) in u.taken {
+            self.hold(key_hash(&key), other);
+            if self
+                .owners
+                .entry(other)
+                .or_default()
+                .insert(key, value)
+                .is_none()
+            {
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Record `owner` among the holders of key hash `h`.
+    fn hold(&mut self, h: u64, owner: Owner) {
+        match self.holders.get_mut(&h) {
+            None => {
+                self.holders.insert(h, Holders::One(owner));
+            }
+            Some(Holders::One(o)) if *o == owner => {}
+            Some(Holders::One(o)) => {
+                let first = *o;
+                self.holders.insert(h, Holders::Many(vec![first, owner]));
+            }
+            Some(Holders::Many(v)) => {
+                if !v.contains(&owner) {
+                    v.push(owner);
+                }
+            }
+        }
+    }
+
     /// Record a plan the switch accepted.
     pub fn commit(&mut self, plan: Plan) {
         let owner = plan.owner;
@@ -286,22 +353,7 @@ impl FlowSet {
             return;
         }
         for k in plan.next.keys() {
-            let h = key_hash(k);
-            match self.holders.get_mut(&h) {
-                None => {
-                    self.holders.insert(h, Holders::One(owner));
-                }
-                Some(Holders::One(o)) if *o == owner => {}
-                Some(Holders::One(o)) => {
-                    let first = *o;
-                    self.holders.insert(h, Holders::Many(vec![first, owner]));
-                }
-                Some(Holders::Many(v)) => {
-                    if !v.contains(&owner) {
-                        v.push(owner);
-                    }
-                }
-            }
+            self.hold(key_hash(k), owner);
         }
         self.len += plan.next.len();
         self.owners.insert(owner, plan.next);

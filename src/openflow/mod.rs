@@ -20,6 +20,7 @@
 
 pub mod action;
 pub mod backend;
+mod batch;
 pub mod codec;
 pub mod conn;
 pub mod consts;
