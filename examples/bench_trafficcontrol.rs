@@ -137,9 +137,10 @@ fn settle(sb: &common::Sandbox) {
     }
 }
 
-/// The cold start of `bin` on `sb`; `tag` goes into the measure names (`""` for the
-/// default build, `"static_"` for the static musl binary that ships).
-fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
+/// A sandbox as a node restarted at scale finds it: br-int with 5,000 Pod ports and the
+/// TCs' 10 target ports (up), and the baselines' bridges; ovs-vswitchd settled.
+fn node_at_scale() -> common::Sandbox {
+    let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
     let br = sb.bridge_db("br-int");
     // Bridges for the baselines, made now: later, every reconfiguration of a switch with
     // 5,000 ports takes vswitchd seconds.
@@ -158,7 +159,13 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     sb.ns().sh(&(0..TARGETS)
         .map(|t| format!("ip link set tgt{t} up\n"))
         .collect::<String>());
-    settle(sb);
+    settle(&sb);
+    sb
+}
+
+/// The cold start of `bin` on `sb` ([`node_at_scale`]); `tag` goes into the measure names
+/// (`""` for the default build, `"static_"` for the static musl binary that ships).
+fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     let dir = sb.dir().join("manifests");
     std::fs::create_dir_all(&dir).unwrap();
     let mut items =
@@ -251,9 +258,6 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     let base = b0.elapsed();
     // The same flows by ovs-ofctl into the bridge that holds the 5,000 ports (emptied
     // first): what the switch needs for tether's one flush bundle, next to the flush.
-    if std::env::var_os("XX_SKIP").is_some() {
-        return;
-    }
     sb.ofctl(&["-O", "OpenFlow15", "del-flows", "br-int"]);
     std::thread::sleep(Duration::from_secs(3));
     let b1 = Instant::now();
@@ -636,18 +640,15 @@ fn main() {
     );
     // The daemon's allocator settings, for the measures taken in this process.
     tether::sys::limit_malloc_arenas();
-    // `TC_BENCH=event|cold|flip|small|soak` runs only that part (for profiling; `flip`
-    // after the glibc cold start, which sets its switch up); default: all.
+    // `TC_BENCH=event|cold|flip|small|soak` runs only that part (for profiling); default:
+    // all.
     let part = std::env::var("TC_BENCH").unwrap_or_default();
     let wants = |p: &str| part.is_empty() || part == p;
-    if wants("cold") || wants("flip") {
-        let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
-        // The flips run on the ports and switch the cold start left.
-        cold_start(&sb, &common::tether::binary(), "");
-        if wants("flip") {
-            label_flips(&sb);
-        }
-        drop(sb);
+    if wants("cold") {
+        cold_start(&node_at_scale(), &common::tether::binary(), "");
+    }
+    if wants("flip") {
+        label_flips(&node_at_scale());
     }
     // The binary that ships is the static musl build (scripts/build-static.sh): its
     // allocator, not glibc's per-thread arenas, decides its RSS.
@@ -660,8 +661,7 @@ fn main() {
         eprintln!("static binary not built (scripts/build-static.sh): its measures are skipped");
     }
     if let (true, Some(bin)) = (wants("cold"), &stat) {
-        let sb = common::Sandbox::start_with(common::SandboxOpts { dummy: true });
-        cold_start(&sb, bin, "static_");
+        cold_start(&node_at_scale(), bin, "static_");
     }
     if wants("small") {
         small_scale(&common::tether::binary(), "");
