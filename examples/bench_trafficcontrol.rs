@@ -201,13 +201,25 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     let t0 = Instant::now();
     let t = common::Tether::start_bin(bin, sb.ns(), &args, &sb.path("tether.log"));
     // Until every mark flow is on the switch (a TC whose target port OVS was slow to
-    // number retries after its backoff: that counts).
-    // Poll gently: a dump of 10,000 flows costs vswitchd real time, and polling hard would
-    // slow down the very thing being measured.
+    // number retries after its backoff: that counts). The end is seen in tether's log
+    // (the flush's commit reply, read every 10 ms: no load on the switch) or, for flows
+    // that come later, by dumping the switch every 500 ms (a dump of 10,000 flows costs
+    // vswitchd real time: polling it hard would slow down what is measured). Either way
+    // the dump must then hold every mark flow.
+    let flushed = || t.log().contains("startup phase=flush_committed");
+    let mut next_dump = t0 + Duration::from_millis(500);
+    let mut seen_flush = false;
     let took = loop {
-        std::thread::sleep(Duration::from_millis(500));
-        if mark_flows(sb, "br-int") == PODS {
-            break t0.elapsed();
+        std::thread::sleep(Duration::from_millis(10));
+        let at = t0.elapsed();
+        let just_flushed = !seen_flush && flushed();
+        seen_flush |= just_flushed;
+        let due = Instant::now() >= next_dump;
+        if (just_flushed || due) && mark_flows(sb, "br-int") == PODS {
+            break at;
+        }
+        if due {
+            next_dump = Instant::now() + Duration::from_millis(500);
         }
         assert!(
             t0.elapsed() < Duration::from_secs(300),
