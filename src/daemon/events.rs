@@ -3,7 +3,6 @@
 //! `controller::route` — and into start-up's transitions ([`Startup`]). It calls no
 //! controller itself: every sync, including recovery and replay, is a queued key.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use super::startup::{Next, Startup};
 use crate::controller::deferred::DeferredFlows;
 use crate::controller::interfaces::Interfaces;
 use crate::controller::queue::WorkQueue;
-use crate::controller::route::{Trigger, route};
+use crate::controller::route::{Trigger, route, sync_order};
 use crate::controller::trafficcontrol::TcController;
 use crate::controller::worker::Done;
 use crate::controller::{Bridge, Key};
@@ -111,14 +110,15 @@ impl EventLoop {
         }
     }
 
-    fn queue(&self, keys: BTreeSet<Key>) {
+    fn queue(&self, keys: impl IntoIterator<Item = Key>) {
         for k in keys {
             self.p.queue.add(k);
         }
     }
 
     fn route(&self, trigger: Trigger<'_>) {
-        self.queue(route(trigger, &self.p.stores, &self.p.tc.clashing()));
+        let keys = route(trigger, &self.p.stores, &self.p.tc.clashing());
+        self.queue(sync_order(trigger, &self.p.stores, keys));
     }
 
     fn on_kube(&mut self, ev: &KubeEvent) {

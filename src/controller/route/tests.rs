@@ -250,3 +250,43 @@ fn everything() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// A relabel syncs the TC that gains the Pod before the ones it leaves (the gaining TC's
+/// ADD takes the flow over in one bundle); other triggers keep the keys' order.
+#[test]
+fn a_relabel_syncs_the_gaining_tc_first() {
+    let s = stores();
+    let web = Arc::new(pod("prod", "web", json!({"app": "web"})));
+    let relabelled = Arc::new(pod("prod", "web", json!({"app": "db"})));
+    let ev = KubeEvent::Pod(Change::Updated {
+        old: web.clone(),
+        new: relabelled.clone(),
+    });
+    let none = BTreeSet::new();
+    let keys = route(Trigger::Kube(&ev), &s, &none);
+    assert_eq!(
+        sync_order(Trigger::Kube(&ev), &s, keys),
+        vec![
+            Key::Tc("db".into()),
+            Key::Tc("team-a".into()),
+            Key::Tc("web".into())
+        ]
+    );
+    // And back: `web` first.
+    let back = KubeEvent::Pod(Change::Updated {
+        old: relabelled,
+        new: web,
+    });
+    let keys = route(Trigger::Kube(&back), &s, &none);
+    assert_eq!(
+        sync_order(Trigger::Kube(&back), &s, keys),
+        vec![
+            Key::Tc("web".into()),
+            Key::Tc("db".into()),
+            Key::Tc("team-a".into())
+        ]
+    );
+    let all = route(Trigger::All, &s, &none);
+    let want: Vec<Key> = all.iter().cloned().collect();
+    assert_eq!(sync_order(Trigger::All, &s, all), want);
+}
