@@ -248,30 +248,25 @@ impl OfFlows {
         self.shared.submit(owner, Op::Apply(flows))
     }
 
-    /// One bundle for every owner. Each owner is planned against the set as the owners
-    /// before it left it (a key moving between two TCs of the batch ends with the later
-    /// one, as with separate applies); if the switch refuses the bundle, the set is put
-    /// back and each owner is applied alone, so the error lands on the owner that caused it.
+    /// One bundle for every owner (queued together: `openflow::batch`). Each owner is
+    /// planned against the set as the owners before it left it (a key moving between two
+    /// TCs of the batch ends with the later one, as with separate applies); if the switch
+    /// refuses the bundle, the set is put back and each owner is applied alone, so the
+    /// error lands on the owner that caused it.
     pub fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
-        let mut st = self.shared.lock_idle();
-        let before = st.set.clone();
-        let (mods, mut failed) = plan_many(&mut st.set, &sets);
-        if mods.is_empty() {
-            return failed;
-        }
-        match self.shared.send(&mut st, mods) {
-            Ok(()) => failed,
-            Err(e) => {
-                log::warn!(
-                    "openflow one bundle for {} owners failed ({e}); applying them one by one",
-                    sets.len()
-                );
-                st.set = before;
-                drop(st);
-                self.apply_each(sets, &mut failed);
-                failed
-            }
-        }
+        let owners: Vec<Owner> = sets.iter().map(|(o, _)| *o).collect();
+        let results = self
+            .shared
+            .submit_many(sets.into_iter().map(|(o, f)| (o, Op::Apply(f))).collect());
+        // As before group commit: the owners refused while planning (conflicts) first,
+        // then those the switch refused, each in the order given.
+        let (mut failed, refused): (Vec<_>, Vec<_>) = owners
+            .into_iter()
+            .zip(results)
+            .filter_map(|(o, r)| r.err().map(|e| (o, e)))
+            .partition(|(_, e)| matches!(e, OfError::Conflict { .. }));
+        failed.extend(refused);
+        failed
     }
 
     /// After a refused bundle: each owner alone (those that failed planning excepted), so

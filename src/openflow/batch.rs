@@ -13,8 +13,10 @@
 //! Order on the switch is the order of the plans: one bundle is in flight at a time. If the
 //! switch refuses a bundle, its plans are undone in reverse order and, when it held more
 //! than one request, each is sent alone, so the error lands on the owner that caused it.
-//! The exclusive operations (a batch of owners at start-up, a round's replacement, the
-//! replay after a reconnect) wait until no bundle is in flight and hold the lock throughout.
+//! `apply_many` queues its owners together, so they share one bundle (a TrafficControl's
+//! marks and return flows, the start-up flush). The exclusive operations (a round's
+//! replacement, the replay after a reconnect, a raw bundle) wait until no bundle is in
+//! flight and hold the lock throughout.
 
 use std::collections::HashMap;
 use std::sync::MutexGuard;
@@ -47,13 +49,28 @@ pub(super) struct Batches {
 impl Shared {
     /// Queue `op` for `owner` and wait for its result, leading the batches when nobody is.
     pub(super) fn submit(&self, owner: Owner, op: Op) -> Result<(), OfError> {
+        self.submit_many(vec![(owner, op)]).pop().unwrap_or(Ok(()))
+    }
+
+    /// Queue every `(owner, op)` at once (so they share one bundle, planned in this order)
+    /// and wait for their results, in the same order.
+    pub(super) fn submit_many(&self, ops: Vec<(Owner, Op)>) -> Vec<Result<(), OfError>> {
         let mut st = self.lock();
-        let ticket = st.batches.next_ticket;
-        st.batches.next_ticket += 1;
-        st.batches.queue.push(Request { ticket, owner, op });
+        let first = st.batches.next_ticket;
+        let n = ops.len() as u64;
+        st.batches.next_ticket += n;
+        for (i, (owner, op)) in (first..).zip(ops) {
+            st.batches.queue.push(Request {
+                ticket: i,
+                owner,
+                op,
+            });
+        }
         loop {
-            if let Some(r) = st.batches.results.remove(&ticket) {
-                return r;
+            if (first..first + n).all(|t| st.batches.results.contains_key(&t)) {
+                return (first..first + n)
+                    .map(|t| st.batches.results.remove(&t).unwrap_or(Ok(())))
+                    .collect();
             }
             if st.batches.in_flight {
                 st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
