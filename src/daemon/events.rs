@@ -12,9 +12,8 @@ use crossbeam_channel::{Receiver, never, select, tick};
 use super::Ovs;
 use super::startup::{Next, Startup};
 use crate::controller::deferred::DeferredFlows;
-use crate::controller::interfaces::Interfaces;
 use crate::controller::queue::WorkQueue;
-use crate::controller::route::{Trigger, route, sync_order};
+use crate::controller::route::{PortView, Trigger, route, sync_order};
 use crate::controller::trafficcontrol::TcController;
 use crate::controller::worker::Done;
 use crate::controller::{Bridge, Key};
@@ -46,8 +45,9 @@ pub(super) struct EventLoop {
     p: Parts,
     startup: Startup,
     ready: Option<Box<dyn FnOnce() + Send>>,
-    /// The interface store as last routed (port changes are diffs against it).
-    ifs: Arc<Interfaces>,
+    /// The ports as last routed (port changes are diffs against it): a view, not the
+    /// store, so only one store is alive at a time.
+    ports: PortView,
     /// After an OpenFlow reconnect once ready: flow-restore-wait is cleared when the
     /// ExternalNode's resync (fresh ofports) has ended.
     restore_wait: bool,
@@ -59,7 +59,7 @@ impl EventLoop {
     pub fn new(mut p: Parts) -> EventLoop {
         let ready = Some(std::mem::replace(&mut p.ready, Box::new(|| {})));
         EventLoop {
-            ifs: p.bridge.interfaces(),
+            ports: PortView::of(&p.bridge.interfaces()),
             p,
             startup: Startup::new(&Kind::ALL),
             ready,
@@ -147,12 +147,12 @@ impl EventLoop {
                 log::info!("ovsdb connected: retrying {n} failed syncs now");
             }
         }
-        let now = self.p.bridge.interfaces();
+        let now = PortView::of(&self.p.bridge.interfaces());
         self.route(Trigger::Ports {
-            old: &self.ifs,
+            old: &self.ports,
             new: &now,
         });
-        self.ifs = now;
+        self.ports = now;
     }
 
     /// The OpenFlow connection came back and the backend has replayed every flow it
@@ -167,7 +167,7 @@ impl EventLoop {
                 .fetch_add(1, Ordering::Relaxed);
         }
         log::info!("openflow reconnected: resyncing every key");
-        self.ifs = self.p.bridge.interfaces();
+        self.ports = PortView::of(&self.p.bridge.interfaces());
         self.route(Trigger::All);
         // A switch restarted with flow-restore-wait waits for its flows: the replay put
         // them back, and the ExternalNode's resync fixes renumbered uplink ports. Before

@@ -191,7 +191,7 @@ fn pod_port(ns: &str, name: &str, ofport: i64, mac: &str) -> PortData {
 fn port_changes() {
     let s = stores();
     let none = BTreeSet::new();
-    let ifs = |ports: Vec<PortData>| Interfaces::new(ports);
+    let ifs = |ports: Vec<PortData>| PortView::of(&Interfaces::new(ports));
     let base = || vec![pod_port("prod", "web", 5, "02:00:00:00:00:05")];
     type Row = (&'static str, Vec<PortData>, Vec<PortData>, BTreeSet<Key>);
     let rows: Vec<Row> = vec![

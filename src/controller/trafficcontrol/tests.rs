@@ -430,9 +430,10 @@ fn pod_port_appearing_later_is_picked_up() {
         .apply(tc("tc1", spec(app_a(), "Both", "Mirror", device("t1"))));
     e.c.sync("tc1").unwrap();
     assert!(e.marks("tc1").is_empty(), "no port yet, no flows");
-    let before = e.bridge.interfaces();
+    let before = route::PortView::of(&e.bridge.interfaces());
     let p = e.bridge.add_pod_port("ns1", "late");
-    let keys = route::tcs_for_ports(&e.stores, &before, &e.bridge.interfaces());
+    let now = route::PortView::of(&e.bridge.interfaces());
+    let keys = route::tcs_for_ports(&e.stores, &before, &now);
     assert_eq!(
         keys.into_iter().collect::<Vec<_>>(),
         vec!["tc1".to_string()]
