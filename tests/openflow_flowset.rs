@@ -112,7 +112,8 @@ fn diff_sends_only_the_difference_deletes_first() {
 #[test]
 fn uncommitted_plans_change_nothing() {
     let mut set = FlowSet::new(1);
-    set.commit(set.plan_apply(A, vec![flow(1, 10)]).unwrap());
+    let p = set.plan_apply(A, vec![flow(1, 10)]).unwrap();
+    set.commit(p);
     // The switch rejected this one: the caller never commits it.
     let _rejected = set.plan_apply(A, vec![flow(9, 90)]).unwrap();
     assert_eq!(set.flows(A), vec![flow(1, 10)]);
@@ -127,7 +128,8 @@ fn same_category_owners_hand_flows_over() {
         object: 8,
     };
     let mut set = FlowSet::new(1);
-    set.commit(set.plan_apply(A, vec![flow(1, 10), flow(2, 10)]).unwrap());
+    let p = set.plan_apply(A, vec![flow(1, 10), flow(2, 10)]).unwrap();
+    set.commit(p);
     // a2 takes in_port=1 (a Pod moving between TCs): an ADD with a2's cookie.
     let plan = set.plan_apply(a2, vec![flow(1, 20)]).unwrap();
     assert_eq!(
@@ -152,11 +154,15 @@ fn undo_puts_the_set_back_in_reverse_order() {
         object: 8,
     };
     let mut set = FlowSet::new(1);
-    set.commit(set.plan_apply(A, vec![flow(1, 10), flow(2, 10)]).unwrap());
-    set.commit(set.plan_apply(B, vec![flow(9, 90)]).unwrap());
-    let u1 = set.commit_undoable(set.plan_apply(a2, vec![flow(1, 20)]).unwrap());
+    let p = set.plan_apply(A, vec![flow(1, 10), flow(2, 10)]).unwrap();
+    set.commit(p);
+    let p = set.plan_apply(B, vec![flow(9, 90)]).unwrap();
+    set.commit(p);
+    let p = set.plan_apply(a2, vec![flow(1, 20)]).unwrap();
+    let u1 = set.commit_undoable(p);
     let u2 = set.commit_undoable(set.plan_remove(A));
-    let u3 = set.commit_undoable(set.plan_apply(B, vec![flow(9, 91), flow(8, 80)]).unwrap());
+    let p = set.plan_apply(B, vec![flow(9, 91), flow(8, 80)]).unwrap();
+    let u3 = set.commit_undoable(p);
     assert_eq!(set.flows(A), vec![]);
     assert_eq!(set.len(), 3);
     set.undo(u3);
@@ -179,7 +185,8 @@ fn undo_puts_the_set_back_in_reverse_order() {
 #[test]
 fn owners_cannot_take_each_others_flows() {
     let mut set = FlowSet::new(1);
-    set.commit(set.plan_apply(A, vec![flow(1, 10)]).unwrap());
+    let p = set.plan_apply(A, vec![flow(1, 10)]).unwrap();
+    set.commit(p);
     let err = set.plan_apply(B, vec![flow(1, 99)]).unwrap_err();
     assert!(
         matches!(&err, OfError::Conflict { owner, .. } if owner == "owner(category=1,object=7)"),
@@ -191,7 +198,8 @@ fn owners_cannot_take_each_others_flows() {
     // Once A lets go, B may have it.
     set.commit(set.plan_remove(A));
     assert!(set.is_empty());
-    set.commit(set.plan_apply(B, vec![flow(1, 99)]).unwrap());
+    let p = set.plan_apply(B, vec![flow(1, 99)]).unwrap();
+    set.commit(p);
     assert_eq!(set.flows(B), vec![flow(1, 99)]);
     assert_eq!(set.owners().collect::<Vec<_>>(), vec![B]);
 }
@@ -199,8 +207,10 @@ fn owners_cannot_take_each_others_flows() {
 #[test]
 fn remove_deletes_strictly_and_replay_readds_everything() {
     let mut set = FlowSet::new(2);
-    set.commit(set.plan_apply(A, vec![flow(1, 10), flow(2, 20)]).unwrap());
-    set.commit(set.plan_apply(B, vec![flow(3, 30)]).unwrap());
+    let p = set.plan_apply(A, vec![flow(1, 10), flow(2, 20)]).unwrap();
+    set.commit(p);
+    let p = set.plan_apply(B, vec![flow(3, 30)]).unwrap();
+    set.commit(p);
     let replay = set.replay_mods();
     // First: delete whatever this round left, in every table.
     assert_eq!(replay[0].command, FlowModCommand::DELETE);
@@ -267,4 +277,34 @@ fn keepalive_probes_after_silence_and_gives_up_after_another_interval() {
     assert_eq!(k.poll(t0 + 12 * s), KeepaliveAction::SendEcho);
     assert_eq!(k.poll(t0 + 16 * s), KeepaliveAction::Nothing);
     assert_eq!(k.poll(t0 + 17 * s), KeepaliveAction::Dead);
+}
+
+/// Flows built apart with equal instructions keep one shared copy of them (issue 17: most
+/// of a kept flow's heap was its own instruction list); a list nobody uses is let go.
+#[test]
+fn equal_instructions_are_kept_once() {
+    let mut set = FlowSet::new(1);
+    let flows: Vec<Flow> = (1..=100).map(|p| flow(p, 10)).collect();
+    let p = set.plan_apply(A, flows).unwrap();
+    set.commit(p);
+    let p = set.plan_apply(B, vec![flow(500, 11), flow(501, 11)]).unwrap();
+    set.commit(p);
+    assert_eq!(set.distinct_instructions(), 2);
+    let installed = set.flows(A);
+    assert_eq!(installed.len(), 100);
+    assert!(
+        installed
+            .windows(2)
+            .all(|w| std::sync::Arc::ptr_eq(&w[0].value.instructions, &w[1].value.instructions)),
+        "A's flows share one instruction list"
+    );
+    drop(installed);
+    // The mods still carry the instructions themselves.
+    let mods = set.replay_mods();
+    assert_eq!(mods.len(), 103);
+    assert_eq!(mods[1].instructions, flow(1, 10).value.instructions);
+    drop(mods);
+    let p = set.plan_remove(A);
+    set.commit(p);
+    assert_eq!(set.distinct_instructions(), 1);
 }

@@ -24,7 +24,7 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use super::OfError;
 use super::batch::{Batches, Op};
-use super::conn::{Conn, ConnEvent, ConnOptions, Reply};
+use super::conn::{Batch, Conn, ConnEvent, ConnOptions, Reply};
 use super::consts::{BundleCtrlType, OFPPC10_NO_FLOOD, Version, bundle_flags, port};
 use super::flow::{Flow, Owner, ROUND_MASK};
 use super::flowmod::{
@@ -385,7 +385,8 @@ impl Shared {
         self.no_flood.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn transact15(&self, bodies: Vec<Body>, what: &str) -> Result<Reply, OfError> {
+    fn transact15(&self, bodies: impl Into<Batch>, what: &str) -> Result<Reply, OfError> {
+        let bodies = bodies.into();
         log::debug!("openflow request what={what} messages={}", bodies.len());
         self.counts.round_trips.fetch_add(1, Ordering::Relaxed);
         self.of15.transact(bodies, self.timeout)
@@ -423,21 +424,25 @@ impl Shared {
         let flags = bundle_flags::ATOMIC | bundle_flags::ORDERED;
         let ctrl = |t| Body::BundleControl(BundleControl::new(id, t, flags));
         let n = mods.len();
-        let mut bodies = Vec::with_capacity(n + 2);
-        bodies.push(ctrl(BundleCtrlType::OPEN_REQUEST));
         // Describing a rejected message needs its flow mod; keep only the few words we log.
-        let mut summaries = Vec::with_capacity(n);
-        for m in mods {
-            summaries.push((m.command, m.table_id, m.priority));
-            bodies.push(Body::BundleAdd(BundleAdd {
+        let summaries: Vec<_> = mods
+            .iter()
+            .map(|m| (m.command, m.table_id, m.priority))
+            .collect();
+        // Boxed into messages one by one as the connection encodes them.
+        let adds = mods.into_iter().map(move |m| {
+            Body::BundleAdd(BundleAdd {
                 bundle_id: id,
                 flags,
                 // The connection sets the inner xid to the BUNDLE_ADD's.
                 msg: Box::new(Msg::new(Version::OF15, 0, Body::FlowMod(m))),
                 properties: Vec::new(),
-            }));
-        }
-        bodies.push(ctrl(BundleCtrlType::CLOSE_REQUEST));
+            })
+        });
+        let bodies = std::iter::once(ctrl(BundleCtrlType::OPEN_REQUEST))
+            .chain(adds)
+            .chain(std::iter::once(ctrl(BundleCtrlType::CLOSE_REQUEST)));
+        let bodies = Batch::streamed(n + 2, bodies);
         let describe = |i: usize, e: &ErrorMsg| match i {
             0 => format!("bundle {id} open"),
             i if i <= n => {
@@ -529,7 +534,7 @@ impl Shared {
         // and the address may have changed since the last look: ask each time. Ask over
         // OF1.5 for these ports only: an OF1.0 FEATURES_REPLY is capped at 64 KiB, so it
         // lists only the first ~1,360 ports of a big bridge.
-        let reqs = ofports
+        let reqs: Vec<Body> = ofports
             .iter()
             .map(|&port_no| {
                 Body::MultipartRequest(MultipartRequest {

@@ -11,10 +11,12 @@
 //! key copies: 100,000 flows are kept once.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
 
 use super::OfError;
+use super::action::Instruction;
 use super::consts::FlowModCommand;
 use super::flow::{Flow, FlowKey, FlowValue, Owner, ROUND_MASK, cookie};
 use super::flowmod::FlowMod;
@@ -88,6 +90,12 @@ pub struct FlowSet {
     owners: BTreeMap<Owner, FlowMap>,
     holders: HashMap<u64, Holders, FxBuild>,
     len: usize,
+    /// One copy of each distinct instruction list: a TrafficControl's marks, or the L2
+    /// flows, differ only in their match, and callers build every flow's instructions
+    /// apart (issue 17: 144 of the ~360 bytes each kept flow cost).
+    instructions: HashSet<Arc<Vec<Instruction>>, FxBuild>,
+    /// `instructions.len()` after the last pruning: prune again when it has doubled.
+    pruned_at: usize,
 }
 
 /// What to send for one owner and the state to record once it is on the switch.
@@ -174,9 +182,37 @@ impl FlowSet {
         }
     }
 
+    /// The shared copy of `ins`, recording it if it is new. The caller's copy is dropped
+    /// as the plan consumes its flows, so the duplicates go before the mods are built.
+    fn intern(&mut self, ins: Arc<Vec<Instruction>>) -> Arc<Vec<Instruction>> {
+        if let Some(shared) = self.instructions.get(&ins) {
+            return shared.clone();
+        }
+        self.instructions.insert(ins.clone());
+        ins
+    }
+
+    /// Forget instruction lists no flow uses any more (amortised: when the table doubled).
+    fn prune_instructions(&mut self) {
+        if self.instructions.len() >= 2 * self.pruned_at.max(32) {
+            self.instructions.retain(|a| Arc::strong_count(a) > 1);
+            self.pruned_at = self.instructions.len();
+        }
+    }
+
+    /// Distinct instruction lists kept (for tests: flows share them).
+    pub fn distinct_instructions(&self) -> usize {
+        self.instructions
+            .iter()
+            .filter(|a| Arc::strong_count(a) > 1)
+            .count()
+    }
+
     /// The mods that turn `owner`'s installed flows into `flows`. Identical duplicates are
     /// merged; two different flows with one key, or a key another owner holds, is an error.
-    pub fn plan_apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<Plan, OfError> {
+    /// Takes `&mut self` only to share instruction lists ([`FlowSet::intern`]); the
+    /// installed flows do not change until [`FlowSet::commit`].
+    pub fn plan_apply(&mut self, owner: Owner, flows: Vec<Flow>) -> Result<Plan, OfError> {
         let mut next = FlowMap::with_capacity_and_hasher(flows.len(), FxBuild::default());
         // With no other owner there is nobody to conflict with: skip hashing every key twice.
         let others = self.owners.keys().any(|o| *o != owner);
@@ -202,7 +238,9 @@ impl FlowSet {
                 }
                 Entry::Occupied(_) => {}
                 Entry::Vacant(e) => {
-                    e.insert(f.value);
+                    let mut value = f.value;
+                    value.instructions = self.intern(value.instructions);
+                    e.insert(value);
                 }
             }
         }
@@ -349,6 +387,7 @@ impl FlowSet {
                 }
             }
         }
+        self.prune_instructions();
         if plan.next.is_empty() {
             return;
         }
