@@ -6,9 +6,11 @@
 //! atomic bundle → record what was installed. The controller keeps only that record (per
 //! TC: ports, owner) and errors for status; the truth is the stores and OVSDB.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use sha1::{Digest, Sha1};
 
 use super::device;
 use super::error::{SyncError, TcStatus};
@@ -33,7 +35,8 @@ struct State {
     tcs: HashMap<String, TcStatus>,
     /// Flow owners: TC names and return-port names (`port:<name>`) → object id.
     owners: HashMap<String, u32>,
-    next_object: u32,
+    /// The object ids in `owners`, to step past a hash collision.
+    taken: HashSet<u32>,
     /// TCs refused for a tunnel that would clash with another's: re-checked whenever any
     /// TC changes (the other one may have gone).
     clashing: BTreeSet<String>,
@@ -41,13 +44,29 @@ struct State {
 
 impl State {
     fn owner(&mut self, key: &str) -> Owner {
-        let next = &mut self.next_object;
-        let id = *self.owners.entry(key.to_string()).or_insert_with(|| {
-            *next += 1;
-            *next
-        });
+        if let Some(id) = self.owners.get(key) {
+            return Owner::new(Category::TRAFFIC_CONTROL, *id);
+        }
+        // Two keys with one hash (about 1 in 4,000 at 1,000 TCs): the later one steps to
+        // the next free id, and is the only owner whose cookie depends on the order.
+        let mut id = object_id(key);
+        while self.taken.contains(&id) {
+            id = id % 0x7fff_ffff + 1;
+        }
+        self.taken.insert(id);
+        self.owners.insert(key.to_string(), id);
         Owner::new(Category::TRAFFIC_CONTROL, id)
     }
+}
+
+/// The cookie object of a TrafficControl's mark flows (`key` = its name) or of a return
+/// port's flow (`key` = `port:<name>`): the first 4 bytes of `sha1(key)` with the top bit
+/// clear, never 0. Stable across restarts, so `tether flows --tc NAME` finds a TC's flows
+/// by its name alone, with or without a running daemon.
+pub fn object_id(key: &str) -> u32 {
+    let d = Sha1::digest(key.as_bytes());
+    let id = u32::from_be_bytes([d[0], d[1], d[2], d[3]]) & 0x7fff_ffff;
+    id.max(1)
 }
 
 pub struct TcController {

@@ -11,7 +11,7 @@ pub mod plan;
 pub mod ports;
 pub mod select;
 
-pub use controller::TcController;
+pub use controller::{TcController, object_id};
 pub use error::{SyncError, TcStatus};
 
 #[cfg(test)]

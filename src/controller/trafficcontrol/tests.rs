@@ -12,7 +12,7 @@ use crate::controller::route;
 use crate::k8s::{Namespace, Pod, Resource, Stores, TrafficControl};
 use crate::k8s::{TcAction, TcDirection};
 use crate::netlink::FakeLinks;
-use crate::openflow::{Flow, OfError};
+use crate::openflow::{Category, Flow, OfError, Owner};
 use crate::pipeline;
 use crate::testing::{FakeBridge, FakeFlows};
 
@@ -1021,4 +1021,20 @@ fn an_ipv6_gre_port_of_the_old_type_is_recreated() {
     e.bridge.take_log();
     e.c.sync("m").unwrap();
     assert_eq!(e.bridge.take_log(), Vec::<String>::new(), "converged");
+}
+
+/// A TC's and a return port's flow owners come from their names (sha1, top bit clear), so
+/// they are the same in every process: `tether flows --tc NAME` relies on it.
+#[test]
+fn owners_are_derived_from_names() {
+    assert_eq!(object_id("mirror"), 0x7fff_80d2);
+    assert_eq!(object_id("port:r1"), 0x0933_e90f);
+    let e = env();
+    assert_eq!(
+        e.c.owner_of("mirror"),
+        Owner::new(Category::TRAFFIC_CONTROL, 0x7fff_80d2)
+    );
+    assert_eq!(e.c.owner_of("port:r1").object, 0x0933_e90f);
+    // Asked again, the same owner.
+    assert_eq!(e.c.owner_of("mirror").object, 0x7fff_80d2);
 }
