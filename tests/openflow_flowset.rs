@@ -287,7 +287,9 @@ fn equal_instructions_are_kept_once() {
     let flows: Vec<Flow> = (1..=100).map(|p| flow(p, 10)).collect();
     let p = set.plan_apply(A, flows).unwrap();
     set.commit(p);
-    let p = set.plan_apply(B, vec![flow(500, 11), flow(501, 11)]).unwrap();
+    let p = set
+        .plan_apply(B, vec![flow(500, 11), flow(501, 11)])
+        .unwrap();
     set.commit(p);
     assert_eq!(set.distinct_instructions(), 2);
     let installed = set.flows(A);

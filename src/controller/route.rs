@@ -189,7 +189,10 @@ impl PortView {
             .collect();
         let mut h = std::hash::DefaultHasher::new();
         l2_flows(ifs).hash(&mut h);
-        PortView { pods, l2: h.finish() }
+        PortView {
+            pods,
+            l2: h.finish(),
+        }
     }
 }
 

@@ -29,6 +29,7 @@ pub mod flowmod;
 pub mod flowset;
 pub mod liveness;
 pub mod msg;
+pub mod ofctl;
 pub mod oxm;
 
 use std::fmt;
