@@ -13,6 +13,7 @@ pub mod config;
 pub mod controller;
 pub mod daemon;
 pub mod files;
+pub mod flows;
 pub mod heartbeat;
 pub mod hostnet;
 pub mod k8s;

@@ -13,6 +13,7 @@ commands:
   run       run the daemon (READY to systemd after the first full sync)
   check     preflight: OVS sockets, bridge, privileges, API and RBAC or manifests
   status    ask the running daemon (--json for JSON, --metrics for Prometheus text)
+  flows     the bridge's flows as ovs-ofctl prints them, grouped by owner (see flows --help)
   version   print the version
 
 exit codes: 0 ok / clean stop, 1 runtime failure or failed check, 2 bad usage or config
@@ -157,10 +158,36 @@ fn status_cmd(args: &[String]) -> ExitCode {
     }
 }
 
+fn flows_cmd(args: &[String]) -> ExitCode {
+    let (opts, rest) = match tether::flows::parse_flags(args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprint!("tether flows: {e}\n\n{}", tether::flows::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = match parse(&rest) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    tether::logging::init("warn");
+    let (text, code) = tether::flows::run(&cfg, &opts);
+    if code == 0 {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
+    ExitCode::from(code)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
+        Some("flows") if wants_help(rest) => {
+            print!("{}", tether::flows::USAGE);
+            ExitCode::SUCCESS
+        }
         Some("run" | "check" | "status") if wants_help(rest) => {
             print!("{}", usage());
             ExitCode::SUCCESS
@@ -168,6 +195,7 @@ fn main() -> ExitCode {
         Some("run") => run(rest),
         Some("check") => check(rest),
         Some("status") => status_cmd(rest),
+        Some("flows") => flows_cmd(rest),
         Some("version" | "--version") => {
             println!("tether {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

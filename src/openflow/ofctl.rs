@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use super::action::{Action, Instruction};
 use super::consts::{OxmClass, ct_state, port};
 use super::flowmod::FlowDesc;
-use super::oxm::{Mac, MatchField, values};
+use super::oxm::{Mac, Match, MatchField, values};
 
 /// The counters of an OF1.5 flow description (its OXS list, §7.2.6). `None`: absent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,6 +151,10 @@ fn duration(sec: u32, nsec: u32) -> String {
 /// Ethernet, IPv6, IPv4, the protocol number, then ICMP type or L4 ports.
 pub fn format_match(fields: &[MatchField], priority: u16) -> String {
     use MatchField::*;
+    // Canonical: OVS's OF1.5 replies carry registers as 64-bit `xreg` pairs, which it
+    // prints as the two 32-bit registers (`Match::new` splits them the same way).
+    let canonical = Match::new(fields.to_vec());
+    let fields = canonical.fields();
     let mut parts: Vec<String> = Vec::new();
     if priority != DEFAULT_PRIORITY {
         parts.push(format!("priority={priority}"));
@@ -401,6 +405,15 @@ fn format_action(a: &Action) -> String {
             p if p < port::MAX => format!("output:{p}"),
             p => port_name(p),
         },
+        Action::SetField(f @ MatchField::Other { .. }) => {
+            // An xreg pair, if it is one, prints as its registers.
+            let m = Match::new(vec![f.clone()]);
+            m.fields()
+                .iter()
+                .map(set_field)
+                .collect::<Vec<_>>()
+                .join(",")
+        }
         Action::SetField(f) => set_field(f),
         Action::OutputReg { src, ofs_nbits, .. } => {
             format!("output:{}", subfield(*src, *ofs_nbits))

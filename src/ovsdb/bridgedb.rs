@@ -531,6 +531,38 @@ impl BridgeDb {
 
 /// OVS's name for a datapath type: an empty `datapath_type` is `system`
 /// (`ofproto_normalize_type`).
+/// A bridge as the replica shows it, read without changing anything (`tether flows`,
+/// `plan`, `reset` look before they touch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BridgeView {
+    pub uuid: Uuid,
+    pub external_ids: BTreeMap<String, String>,
+    pub ports: Vec<PortData>,
+}
+
+/// Bridge `name` from a connected client's replica; `None` if there is no such bridge.
+pub fn read_bridge(client: &Client, name: &str) -> Option<BridgeView> {
+    client.with_replica(|r| {
+        let (uuid, br) = r.by_name("Bridge", name)?;
+        let ports = br
+            .get("ports")
+            .map(Datum::atoms)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Atom::as_uuid)
+            .filter_map(|p| port_data_in(r, p))
+            .collect();
+        Some(BridgeView {
+            uuid: uuid.clone(),
+            external_ids: br
+                .get("external_ids")
+                .map(Datum::to_str_map)
+                .unwrap_or_default(),
+            ports,
+        })
+    })
+}
+
 pub fn normalized_datapath(t: &str) -> &str {
     if t.is_empty() { "system" } else { t }
 }

@@ -17,7 +17,7 @@ pub mod replica;
 pub mod rpc;
 pub mod unixctl;
 
-pub use bridgedb::{BridgeDb, normalized_datapath};
+pub use bridgedb::{BridgeDb, BridgeView, normalized_datapath, read_bridge};
 pub use conn::{Client, ClientOptions, DbEvent, Remote};
 pub use datum::{Atom, Datum, Uuid};
 pub use error::OvsdbError;

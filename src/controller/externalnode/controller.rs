@@ -75,7 +75,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The flow owner of one NIC's uplink pair: stable across restarts (derived from the name,
 /// high bit set so it never equals the bypass owner 0).
-fn nic_owner(nic: &str) -> Owner {
+pub fn nic_owner(nic: &str) -> Owner {
     let d = Sha1::digest(nic.as_bytes());
     let id = u32::from_be_bytes([d[0], d[1], d[2], d[3]]) | 0x8000_0000;
     Owner::new(Category::EXTERNAL_NODE, id)
