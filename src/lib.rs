@@ -24,6 +24,7 @@ pub mod notify;
 pub mod openflow;
 pub mod ovsdb;
 pub mod pipeline;
+pub mod reset;
 pub mod status;
 pub mod sys;
 #[cfg(any(test, feature = "test-hooks"))]

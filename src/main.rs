@@ -14,6 +14,7 @@ commands:
   check     preflight: OVS sockets, bridge, privileges, API and RBAC or manifests
   status    ask the running daemon (--json for JSON, --metrics for Prometheus text)
   flows     the bridge's flows as ovs-ofctl prints them, grouped by owner (see flows --help)
+  reset     give the VM back as before tether, daemon stopped (see reset --help)
   version   print the version
 
 exit codes: 0 ok / clean stop, 1 runtime failure or failed check, 2 bad usage or config
@@ -180,10 +181,35 @@ fn flows_cmd(args: &[String]) -> ExitCode {
     ExitCode::from(code)
 }
 
+fn reset_cmd(args: &[String]) -> ExitCode {
+    let (opts, rest) = tether::reset::parse_flags(args);
+    let cfg = match parse(&rest) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    // What it does goes to stdout, one line per change; the log (warnings) to stderr.
+    tether::logging::init("warn");
+    let (lines, result) = tether::reset::run(&cfg, &opts);
+    for l in &lines {
+        println!("{l}");
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tether reset: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
+        Some("reset") if wants_help(rest) => {
+            print!("{}", tether::reset::USAGE);
+            ExitCode::SUCCESS
+        }
         Some("flows") if wants_help(rest) => {
             print!("{}", tether::flows::USAGE);
             ExitCode::SUCCESS
@@ -196,6 +222,7 @@ fn main() -> ExitCode {
         Some("check") => check(rest),
         Some("status") => status_cmd(rest),
         Some("flows") => flows_cmd(rest),
+        Some("reset") => reset_cmd(rest),
         Some("version" | "--version") => {
             println!("tether {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

@@ -62,6 +62,9 @@ pub fn set_map_key_op(table: &str, row: &Uuid, column: &str, key: &str, value: &
     }
 }
 
+/// `Bridge.external_ids` key marking a bridge tether created (`"true"`).
+pub const CREATED_KEY: &str = "tether-created";
+
 /// The bridge row to create when absent, as `ovs-vsctl add-br` does (with its local port),
 /// plus Antrea's settings: OF1.0 (no-flood) and OF1.5, the datapath type, fail_mode
 /// standalone so the VM stays reachable while tether is down, and a pinned datapath-id
@@ -93,6 +96,11 @@ pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str) -> Vec<Op>
                 row.insert(
                     "other_config".into(),
                     Datum::Map(vec![(Atom::str("datapath-id"), Atom::str(dpid))]),
+                );
+                // So `tether reset --delete-bridge` knows the bridge is tether's to delete.
+                row.insert(
+                    "external_ids".into(),
+                    Datum::Map(vec![(Atom::str(CREATED_KEY), Atom::str("true"))]),
                 );
                 row
             },
@@ -258,6 +266,26 @@ impl BridgeDb {
             name: name.to_string(),
             uuid,
         })
+    }
+
+    /// An existing bridge as it is, changing nothing (`tether reset`); `None` if absent.
+    pub fn open(client: Arc<Client>, name: &str) -> Result<Option<BridgeDb>, OvsdbError> {
+        Ok(select_bridge(&client, name)?.map(|found| BridgeDb {
+            client,
+            name: name.to_string(),
+            uuid: found.uuid,
+        }))
+    }
+
+    /// Remove the bridge (its Port and Interface rows go with it: nothing else refers to
+    /// them), as `ovs-vsctl del-br` does.
+    pub fn delete_bridge(self) -> Result<(), OvsdbError> {
+        self.client.transact(&[Op::Mutate {
+            table: "Open_vSwitch".into(),
+            conditions: vec![],
+            mutations: vec![Mutation::delete("bridges", Datum::uuid(&self.uuid))],
+        }])?;
+        Ok(())
     }
 
     pub fn name(&self) -> &str {

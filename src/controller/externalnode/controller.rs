@@ -170,6 +170,24 @@ impl EnController {
         self.finish(many(errors))
     }
 
+    /// Give every NIC back (`tether reset`): finish or roll back a step a crash left
+    /// recorded, then restore each NIC OVSDB says is attached, whatever the ExternalNode
+    /// says (no API server needed). Returns the NICs restored.
+    pub fn restore_all(&self) -> Result<Vec<String>, EnError> {
+        let _g = lock(&self.serial);
+        self.finish_recorded()?;
+        let mut restored = Vec::new();
+        let mut errors = Vec::new();
+        for a in self.attached() {
+            log::info!("reset: restoring nic={}", a.nic);
+            match self.restore(&a) {
+                Ok(()) => restored.push(a.nic.clone()),
+                Err(e) => errors.push(e),
+            }
+        }
+        many(errors).map(|()| restored)
+    }
+
     /// Level-triggered: make the host match this node's ExternalNode in the store
     /// (absent → restore every attached NIC). Nothing happens before the store's first
     /// list: "not listed yet" must not read as "deleted".

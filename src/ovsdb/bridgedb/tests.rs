@@ -98,7 +98,7 @@ fn create_bridge_exact() {
         vec![
             r#"{"op":"insert","row":{"name":"br-int","type":"internal"},"table":"Interface","uuid-name":"brif"}"#,
             r#"{"op":"insert","row":{"interfaces":["named-uuid","brif"],"name":"br-int"},"table":"Port","uuid-name":"brport"}"#,
-            r#"{"op":"insert","row":{"datapath_type":"netdev","fail_mode":"standalone","name":"br-int","other_config":["map",[["datapath-id","0000020000000001"]]],"ports":["named-uuid","brport"],"protocols":["set",["OpenFlow10","OpenFlow15"]]},"table":"Bridge","uuid-name":"br"}"#,
+            r#"{"op":"insert","row":{"datapath_type":"netdev","external_ids":["map",[["tether-created","true"]]],"fail_mode":"standalone","name":"br-int","other_config":["map",[["datapath-id","0000020000000001"]]],"ports":["named-uuid","brport"],"protocols":["set",["OpenFlow10","OpenFlow15"]]},"table":"Bridge","uuid-name":"br"}"#,
             r#"{"mutations":[["bridges","insert",["named-uuid","br"]]],"op":"mutate","table":"Open_vSwitch","where":[]}"#,
         ]
     );

@@ -1,0 +1,277 @@
+//! `tether reset`: give the VM back as it was before tether, with the daemon stopped and no
+//! API server (an operator uninstalling tether, or rescuing a VM):
+//! 1. refuse while a daemon answers on the state socket;
+//! 2. give every NIC back from what OVSDB records (the ExternalNode controller's own
+//!    restore, after finishing or rolling back a step a crash left recorded): name, MAC,
+//!    MTU, addresses with their lifetimes, routes, sysctls;
+//! 3. then, only if that worked: delete tether's ports, every flow with tether's cookie
+//!    shape, tether's keys in `Bridge.external_ids`, and with `--delete-bridge` the bridge
+//!    if tether created it and nothing else uses it.
+//!
+//! What step 3 does is planned as data from the bridge's state ([`plan`], pure); running
+//! it again finds nothing to do.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::controller::externalnode::{EnConfig, EnController, RECORD_KEY};
+use crate::controller::{Bridge, Flows, LiveBridge};
+use crate::flows::owners::tether_cookie;
+use crate::k8s::Stores;
+use crate::openflow::flowmod::{FlowDesc, FlowMod};
+use crate::openflow::{OfFlows, OfFlowsConfig};
+use crate::ovsdb::bridgedb::CREATED_KEY;
+use crate::ovsdb::{BridgeDb, BridgeView, Client, ClientOptions, Remote, Uuid, read_bridge};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    pub delete_bridge: bool,
+}
+
+pub const USAGE: &str =
+    "tether reset [--delete-bridge] [run's --config/--bridge/--ovs-rundir/--state-socket]
+  give the VM back as before tether: the ExternalNode NIC restored from what OVSDB records,
+  tether's ports, flows and Bridge external_ids removed; --delete-bridge also removes the
+  bridge if tether created it and nothing else uses it. Refuses while a tether daemon
+  answers on the state socket. Exit: 0 done or nothing to do, 1 failed (run it again once
+  the cause is fixed), 2 bad usage.
+";
+
+pub fn parse_flags(args: &[String]) -> (Options, Vec<String>) {
+    let mut o = Options::default();
+    let rest = args
+        .iter()
+        .filter(|a| {
+            let ours = *a == "--delete-bridge";
+            o.delete_bridge |= ours;
+            !ours
+        })
+        .cloned()
+        .collect();
+    (o, rest)
+}
+
+/// What happens to the bridge itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BridgeFate {
+    /// Kept; with the reason when `--delete-bridge` asked otherwise.
+    Keep(Option<String>),
+    Delete,
+}
+
+/// What reset changes on the bridge once every NIC is back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// tether's ports (uuid, name).
+    pub ports: Vec<(Uuid, String)>,
+    /// The distinct tether cookies on the switch, each deleted exactly.
+    pub cookies: Vec<u64>,
+    /// How many flows they hold.
+    pub flows: usize,
+    /// `Bridge.external_ids` keys to remove (none when the bridge goes).
+    pub keys: Vec<String>,
+    pub bridge: BridgeFate,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+            && self.cookies.is_empty()
+            && self.keys.is_empty()
+            && self.bridge != BridgeFate::Delete
+    }
+}
+
+/// The keys tether writes in `Bridge.external_ids`.
+const KEYS: [&str; 3] = ["roundNum", RECORD_KEY, CREATED_KEY];
+
+/// Plan step 3 from the bridge (after the NICs are back) and its flows.
+pub fn plan(view: &BridgeView, bridge: &str, flows: &[FlowDesc], delete_bridge: bool) -> Plan {
+    let ours = |p: &crate::ovsdb::PortData| {
+        matches!(
+            p.external_ids.get("antrea-type").map(String::as_str),
+            Some("traffic-control" | "host" | "uplink")
+        )
+    };
+    let ports: Vec<(Uuid, String)> = view
+        .ports
+        .iter()
+        .filter(|p| ours(p))
+        .map(|p| (p.uuid.clone(), p.name.clone()))
+        .collect();
+    let mut cookies: Vec<u64> = flows
+        .iter()
+        .map(|f| f.cookie)
+        .filter(|c| tether_cookie(*c).is_some())
+        .collect();
+    let n = cookies.len();
+    cookies.sort_unstable();
+    cookies.dedup();
+    let others: Vec<&str> = view
+        .ports
+        .iter()
+        .filter(|p| !ours(p) && p.name != bridge)
+        .map(|p| p.name.as_str())
+        .collect();
+    let foreign_flows = flows.len() - n;
+    let fate = if !delete_bridge {
+        BridgeFate::Keep(None)
+    } else if view.external_ids.get(CREATED_KEY).map(String::as_str) != Some("true") {
+        BridgeFate::Keep(Some(format!(
+            "tether did not create it (no external_ids:{CREATED_KEY})"
+        )))
+    } else if !others.is_empty() {
+        BridgeFate::Keep(Some(format!("other ports use it: {}", others.join(", "))))
+    } else if foreign_flows > 0 {
+        BridgeFate::Keep(Some(format!(
+            "it holds {foreign_flows} flows tether did not install"
+        )))
+    } else {
+        BridgeFate::Delete
+    };
+    let keys = if fate == BridgeFate::Delete {
+        Vec::new()
+    } else {
+        KEYS.iter()
+            .filter(|k| view.external_ids.contains_key(**k))
+            .map(|k| k.to_string())
+            .collect()
+    };
+    Plan {
+        ports,
+        cookies,
+        flows: n,
+        keys,
+        bridge: fate,
+    }
+}
+
+/// The command: what it changed, one line each, and whether it failed (then what was
+/// done before the failure is still listed).
+pub fn run(cfg: &Config, o: &Options) -> (Vec<String>, Result<(), String>) {
+    let mut out = Vec::new();
+    let r = reset(cfg, o, &mut out);
+    (out, r)
+}
+
+fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String> {
+    // The daemon owns the state socket while it runs; a stale file refuses connections.
+    if crate::status::fetch(&cfg.state_socket).is_ok() {
+        return Err(format!(
+            "a tether daemon answers on {}: stop it first (systemctl stop tether); reset never runs beside it",
+            cfg.state_socket.display()
+        ));
+    }
+    let db_sock = cfg.ovs_rundir.join("db.sock");
+    let client = Arc::new(Client::start(
+        Remote::Unix(db_sock.clone()),
+        ClientOptions::default(),
+    ));
+    client
+        .wait_connected(Duration::from_secs(5))
+        .map_err(|e| format!("ovsdb {}: {e}", db_sock.display()))?;
+    let Some(db) = BridgeDb::open(client.clone(), &cfg.bridge).map_err(|e| e.to_string())? else {
+        out.push(format!(
+            "bridge {} does not exist: nothing to reset",
+            cfg.bridge
+        ));
+        return Ok(());
+    };
+    let view = read_bridge(&client, &cfg.bridge).ok_or("the bridge went while reading it")?;
+    let round = view
+        .external_ids
+        .get("roundNum")
+        .and_then(|r| r.parse::<u16>().ok())
+        .filter(|r| *r != 0)
+        .unwrap_or(1);
+    let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
+    // Only to let the ExternalNode controller run; it holds no flows, so it sends nothing
+    // of its own (the flows are deleted below, by cookie).
+    let of = Arc::new(
+        OfFlows::start(OfFlowsConfig::new(mgmt.clone(), &cfg.bridge, round))
+            .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?,
+    );
+    of.wait_connected(Duration::from_secs(5))
+        .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;
+    let bridge: Arc<dyn Bridge> = Arc::new(LiveBridge::new(db));
+    let flows: Arc<dyn Flows> = of.clone();
+    let links = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
+    let en = EnController::new(
+        EnConfig {
+            node_name: cfg.node_name.clone(),
+            bridge: cfg.bridge.clone(),
+            namespace: cfg.external_node_namespace.clone(),
+            bypass_rules: Vec::new(),
+            ovs_rundir: cfg.ovs_rundir.clone(),
+            datapath_type: cfg.datapath_type.clone(),
+        },
+        Stores::default(),
+        bridge,
+        flows,
+        Arc::new(links),
+    )
+    .with_host_network(Arc::new(crate::hostnet::Networkd::default()));
+    match en.restore_all() {
+        Ok(nics) => out.extend(nics.iter().map(|n| {
+            format!("restored {n}: its name, MAC, MTU, sysctls, addresses and routes are back")
+        })),
+        Err(e) => {
+            return Err(format!(
+                "could not give the NIC back ({e}); nothing else was changed: fix the cause and run tether reset again"
+            ));
+        }
+    }
+    drop(en);
+    // The replica follows the restore's transactions; read the bridge as it is now.
+    let view = read_bridge(&client, &cfg.bridge).ok_or("the bridge went while resetting")?;
+    let dumped = of.dump(0, 0).map_err(|e| format!("flow dump: {e}"))?;
+    let p = plan(&view, &cfg.bridge, &dumped, o.delete_bridge);
+    let db = BridgeDb::open(client.clone(), &cfg.bridge)
+        .map_err(|e| e.to_string())?
+        .ok_or("the bridge went while resetting")?;
+    if !p.ports.is_empty() {
+        let uuids: Vec<Uuid> = p.ports.iter().map(|(u, _)| u.clone()).collect();
+        db.delete_ports(&uuids)
+            .map_err(|e| format!("deleting ports: {e}"))?;
+        for (_, name) in &p.ports {
+            out.push(format!("deleted port {name}"));
+        }
+    }
+    if !p.cookies.is_empty() {
+        let mods = p
+            .cookies
+            .iter()
+            .map(|c| FlowMod::delete_by_cookie(*c, u64::MAX))
+            .collect();
+        of.bundle(mods)
+            .map_err(|e| format!("deleting flows: {e}"))?;
+        out.push(format!(
+            "deleted {} flows ({} cookies)",
+            p.flows,
+            p.cookies.len()
+        ));
+    }
+    drop(of);
+    for k in &p.keys {
+        db.set_bridge_external_id(k, None)
+            .map_err(|e| format!("clearing external_ids:{k}: {e}"))?;
+        out.push(format!("cleared external_ids:{k} of bridge {}", cfg.bridge));
+    }
+    match &p.bridge {
+        BridgeFate::Delete => {
+            db.delete_bridge()
+                .map_err(|e| format!("deleting bridge {}: {e}", cfg.bridge))?;
+            out.push(format!("deleted bridge {}", cfg.bridge));
+        }
+        BridgeFate::Keep(Some(why)) => out.push(format!("kept bridge {}: {why}", cfg.bridge)),
+        BridgeFate::Keep(None) => {}
+    }
+    if out.is_empty() {
+        out.push(format!("nothing to reset on bridge {}", cfg.bridge));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
