@@ -24,6 +24,7 @@ pub mod notify;
 pub mod openflow;
 pub mod ovsdb;
 pub mod pipeline;
+pub mod plan;
 pub mod reset;
 pub mod status;
 pub mod sys;

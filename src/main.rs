@@ -13,6 +13,7 @@ commands:
   run       run the daemon (READY to systemd after the first full sync)
   check     preflight: OVS sockets, bridge, privileges, API and RBAC or manifests
   status    ask the running daemon (--json for JSON, --metrics for Prometheus text)
+  plan      what run would change now, changing nothing (see plan --help)
   flows     the bridge's flows as ovs-ofctl prints them, grouped by owner (see flows --help)
   reset     give the VM back as before tether, daemon stopped (see reset --help)
   version   print the version
@@ -181,6 +182,22 @@ fn flows_cmd(args: &[String]) -> ExitCode {
     ExitCode::from(code)
 }
 
+fn plan_cmd(args: &[String]) -> ExitCode {
+    let (json, rest) = tether::plan::parse_flags(args);
+    let cfg = match parse(&rest) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    tether::logging::init("warn");
+    let (text, code) = tether::plan::run(&cfg, json);
+    if code == 1 {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    ExitCode::from(code)
+}
+
 fn reset_cmd(args: &[String]) -> ExitCode {
     let (opts, rest) = tether::reset::parse_flags(args);
     let cfg = match parse(&rest) {
@@ -206,6 +223,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
+        Some("plan") if wants_help(rest) => {
+            print!("{}", tether::plan::USAGE);
+            ExitCode::SUCCESS
+        }
         Some("reset") if wants_help(rest) => {
             print!("{}", tether::reset::USAGE);
             ExitCode::SUCCESS
@@ -223,6 +244,7 @@ fn main() -> ExitCode {
         Some("status") => status_cmd(rest),
         Some("flows") => flows_cmd(rest),
         Some("reset") => reset_cmd(rest),
+        Some("plan") => plan_cmd(rest),
         Some("version" | "--version") => {
             println!("tether {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

@@ -682,3 +682,112 @@ fn reset_gives_the_vm_back_exactly() {
     assert!(sb.try_vsctl(&["br-exists", "br-new"]).is_err());
     assert_vm_restored(vm, &before, "after deleting br-new");
 }
+
+/// `tether plan` in the VM namespace: (exit code, stdout, stderr).
+fn plan_cmd(sb: &Sandbox, source: &[&str]) -> (i32, String, String) {
+    let dir = sb.dir().to_str().unwrap().to_string();
+    let sock = format!("{dir}/tether.sock");
+    let config = sb.path("tether.yaml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let mut argv = vec![TETHER, "plan", "--config", &config];
+    argv.extend_from_slice(source);
+    argv.extend_from_slice(&[
+        "--ovs-rundir",
+        &dir,
+        "--bridge",
+        "br-int",
+        "--datapath-type",
+        common::datapath(),
+        "--node-name",
+        "vm1",
+        "--state-socket",
+        &sock,
+    ]);
+    let out = sb.ns().command(&argv).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `tether plan` on a VM about to be taken over names the takeover and every address and
+/// route that would move, and changes nothing; once converged it has nothing to do.
+#[test]
+fn plan_previews_the_takeover_and_changes_nothing() {
+    if !privileged("plan_previews_the_takeover_and_changes_nothing") {
+        return;
+    }
+    let (sb, _peer) = setup();
+    let vm = sb.ns();
+    let dir = sb.dir().join("manifests");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_en(&dir, Some(EN_YAML));
+    let args = manifests_args(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let state = || {
+        (
+            vm_snapshot(vm),
+            sb.dump_flows("br-int", None),
+            sb.vsctl(&[
+                "--format=json",
+                "--columns=name,external_ids,options",
+                "list",
+                "Interface",
+            ]),
+            sb.vsctl(&["get", "Bridge", "br-int", "external_ids"]),
+        )
+    };
+    let before = state();
+    let (code, out, err) = plan_cmd(&sb, &args);
+    assert_eq!(state(), before, "tether plan changed something");
+    assert_eq!((code, err.as_str()), (3, ""), "{out}");
+    let en: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "externalnode:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(
+        en[0],
+        "  take over eth1: rename eth1 to eth1~, create its ports, move its configuration to the host port eth1:"
+    );
+    assert!(
+        en.iter().any(|l| l.contains("address 192.0.2.10/24")),
+        "{out}"
+    );
+    assert!(
+        en.iter().any(|l| l.contains("address 2001:db8:1::10/64")),
+        "{out}"
+    );
+    assert!(
+        en.iter().any(|l| l.contains("default via 192.0.2.1")),
+        "{out}"
+    );
+    assert!(
+        en.iter().any(|l| l.contains("default via 2001:db8:1::1")),
+        "{out}"
+    );
+    assert!(
+        out.starts_with(
+            "ports:\n  create port eth1 (type internal)\n  create port eth1~ (type system)\n"
+        ),
+        "{out}"
+    );
+
+    let d = Daemon::start(&sb, &args, None);
+    wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "takeover");
+    d.stop();
+    let before = state();
+    let (code, out, err) = plan_cmd(&sb, &args);
+    assert_eq!(state(), before, "tether plan changed something");
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (
+            0,
+            "nothing to do: the bridge, its flows and the VM's links are as tether run would make them\n",
+            ""
+        )
+    );
+}

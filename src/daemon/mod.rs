@@ -335,7 +335,7 @@ fn start_workers(
         .collect()
 }
 
-fn start_source(
+pub(crate) fn start_source(
     cfg: &Config,
     stores: &Stores,
     events: Sender<KubeEvent>,

@@ -214,7 +214,7 @@ pub fn gather(cfg: &Config, o: &Options) -> Result<(Vec<FlowDesc>, Names), Strin
 }
 
 /// Every flow of the bridge (one multipart FLOW_DESC request, all parts).
-fn dump(cfg: &Config) -> Result<Vec<FlowDesc>, String> {
+pub(crate) fn dump(cfg: &Config) -> Result<Vec<FlowDesc>, String> {
     let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
     let conn = Conn::start(&mgmt, ConnOptions::new(Version::OF15, "flows"))
         .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;

@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha1::{Digest, Sha1};
 
+mod preview;
 mod recover;
 mod settle;
 mod steps;
 
+pub use preview::EnPreview;
 use steps::Made;
 
 use super::identity;

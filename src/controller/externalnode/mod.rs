@@ -44,7 +44,7 @@ pub mod verdict;
 pub use crate::pipeline::externalnode::{
     BypassDirection, BypassProtocol, Cidr, PolicyBypassRule, parse_bypass_rules,
 };
-pub use controller::{EnController, nic_owner};
+pub use controller::{EnController, EnPreview, nic_owner};
 pub use record::{Hint, Phase, RECORD_KEY, Record, Step};
 pub use types::{CRASH_ENV, EnConfig, EnError, EnStatus, external_entity_name, host_external_ids};
 

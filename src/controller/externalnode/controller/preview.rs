@@ -1,0 +1,90 @@
+//! What a sync would do, decided by the same snapshot and plan as `reconcile`, and
+//! nothing done (`tether plan`): only reads of OVSDB and the kernel.
+
+use super::*;
+use crate::netlink::{NicConfig, capture};
+
+/// A sync's decisions, and the configuration each would move.
+#[derive(Clone, Debug, Default)]
+pub struct EnPreview {
+    /// A step a crash left recorded: finished (restore) or rolled back (takeover) first.
+    pub recorded: Option<String>,
+    /// The NIC holding this node's ExternalNode's IPs, what the plan does with it, and its
+    /// configuration (what a takeover would move to the host port).
+    pub attach: Option<(String, Attach, Option<NicConfig>)>,
+    /// NICs given back (no ExternalNode, or another NIC holds the IPs now), each with the
+    /// host port's configuration that would go back to it.
+    pub release: Vec<(String, Option<NicConfig>)>,
+    /// Why nothing can be planned for the ExternalNode (invalid, NIC refused or missing).
+    pub error: Option<String>,
+}
+
+impl EnController {
+    pub fn preview(&self) -> EnPreview {
+        let mut p = EnPreview {
+            recorded: self.bridge.bridge_external_id(RECORD_KEY).ok().flatten(),
+            ..EnPreview::default()
+        };
+        let attached = self.attached();
+        let config_of = |name: &str| {
+            self.links
+                .link_by_name(name)
+                .ok()
+                .and_then(|l| capture(self.links.as_ref(), l.index).ok())
+        };
+        let release = |names: &[String]| -> Vec<(String, Option<NicConfig>)> {
+            names.iter().map(|n| (n.clone(), config_of(n))).collect()
+        };
+        let key = self.key();
+        let Some(en) = self.stores.external_nodes.get(&key) else {
+            let all: Vec<String> = attached.iter().map(|a| a.nic.clone()).collect();
+            p.release = release(&all);
+            return p;
+        };
+        let found = en
+            .spec
+            .as_ref()
+            .map_err(|e| e.to_string())
+            .and_then(|spec| {
+                spec.interfaces
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| "spec.interfaces is empty".to_string())
+            })
+            .and_then(|iface| self.find_nic(&iface.ips).map_err(|e| e.to_string()));
+        let (link, _ips) = match found {
+            Ok(v) => v,
+            Err(e) => {
+                p.error = Some(format!("externalnode {key}: {e}"));
+                return p;
+            }
+        };
+        let views: Vec<AttachedView> = attached
+            .iter()
+            .map(|a| AttachedView {
+                nic: a.nic.clone(),
+                uplink_port: a.uplink_port.is_some(),
+                uplink_link: !self
+                    .links
+                    .link_by_name(&a.uplink)
+                    .is_err_and(|e| e.is_not_found()),
+            })
+            .collect();
+        let uplink = uplink_name(&link.name);
+        let exists = self.links.link_by_name(&uplink).is_ok();
+        let plan = plan_sync(&link.name, &uplink, exists, &views);
+        if plan.judge {
+            if let Err(e) = self.judge(&key, &link) {
+                p.error = Some(e.to_string());
+                return p;
+            }
+        }
+        let config = match plan.attach {
+            Attach::Keep => None,
+            _ => capture(self.links.as_ref(), link.index).ok(),
+        };
+        p.attach = Some((link.name.clone(), plan.attach, config));
+        p.release = release(&plan.release);
+        p
+    }
+}
