@@ -5,11 +5,12 @@
 set -euo pipefail
 
 # systemd-container and debootstrap: the systemd tier boots a Debian tree with a real systemd
-# (scripts/vm-tree.sh); dnsmasq-base (the binary, no service): its DHCP server.
+# (scripts/vm-tree.sh); dnsmasq-base (the binary, no service): its DHCP server. rpm:
+# scripts/package.sh builds the .rpm with its rpmbuild (dpkg-deb is part of dpkg).
 PKGS=(openvswitch-switch iproute2 iputils-ping tcpdump ethtool procps systemd-container debootstrap
-  dnsmasq-base util-linux)
+  dnsmasq-base util-linux rpm)
 TOOLS=(ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl ip ping tcpdump ethtool sysctl
-  systemd-nspawn debootstrap dnsmasq nsenter flock)
+  systemd-nspawn debootstrap dnsmasq nsenter flock rpmbuild dpkg-deb)
 
 missing=()
 for t in "${TOOLS[@]}"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done

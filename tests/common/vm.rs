@@ -362,7 +362,11 @@ impl Drop for Dnsmasq {
 /// eth1 (02:00:00:00:01:10) in `net` ↔ eth0 in `gw`, both up.
 fn wire(net: &Netns, gw: &Netns, addressing: Addressing) {
     net.veth_to(NIC, gw, "eth0");
+    // Down while the MAC changes, as a NIC that had this MAC from the start: the kernel
+    // derives the IPv6 link-local address from the MAC when the link comes up.
+    net.ip(&["link", "set", NIC, "down"]);
     net.ip(&["link", "set", NIC, "address", NIC_MAC]);
+    net.ip(&["link", "set", NIC, "up"]);
     if addressing == Addressing::Static {
         net.ip(&["addr", "add", &format!("{VM_IP}/24"), "dev", NIC]);
         net.ip(&["route", "add", "default", "via", GW_IP]);
