@@ -62,7 +62,7 @@ for ns in "${ALL_NS[@]}"; do
   fi
 done
 
-say "1/7 prerequisites"
+say "1/9 prerequisites"
 ./scripts/install-deps.sh
 if [[ -n ${TETHER_BIN:-} ]]; then
   bin=$TETHER_BIN
@@ -75,7 +75,7 @@ else
     echo "demo: cargo not found; install Rust (rustup) or set TETHER_BIN" >&2
     exit 1
   }
-  say "2/7 building tether"
+  say "2/9 building tether"
   run cargo build --locked --release --bin tether
   bin=$repo/target/release/tether
 fi
@@ -86,7 +86,7 @@ trap cleanup EXIT INT TERM
 dir=$(mktemp -d /tmp/tether-demo.XXXXXX)
 mkdir -p "$dir/manifests"
 
-say "3/7 the sandbox: namespaces, veths, a userspace Open vSwitch in the VM"
+say "3/9 the sandbox: namespaces, veths, a userspace Open vSwitch in the VM"
 for ns in "${ALL_NS[@]}"; do ip netns add "$ns"; in_ns "$ns" ip link set lo up; done
 for ns in "$VM" "$GW"; do
   in_ns "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
@@ -129,12 +129,18 @@ echo "VM before tether:"
 run in_ns "$VM" ip -br addr show dev eth1
 run in_ns "$GW" ping -c 2 -i 0.2 -q 192.0.2.10 | tail -2
 
-say "4/7 tether run (manifests from examples/demo/)"
 cp examples/demo/*.yaml "$dir/manifests/"
+flags=(--manifests "$dir/manifests" --ovs-rundir "$dir" --bridge br-int --datapath-type netdev
+  --node-name vm1 --state-socket "$dir/tether.sock")
+say "4/9 tether plan: what tether run would change (it changes nothing; exit 3 = changes pending)"
 ls "$dir/manifests"
-in_ns "$VM" env RUST_LOG=info "$bin" run --manifests "$dir/manifests" --ovs-rundir "$dir" \
-  --bridge br-int --datapath-type netdev --node-name vm1 --state-socket "$dir/tether.sock" \
-  >"$dir/tether.log" 2>&1 &
+printf '\033[2m$ tether plan %s\033[0m\n' "${flags[*]}"
+rc=0
+in_ns "$VM" "$bin" plan "${flags[@]}" || rc=$?
+echo "(exit code $rc)"
+
+say "5/9 tether run"
+in_ns "$VM" env RUST_LOG=info "$bin" run "${flags[@]}" >"$dir/tether.log" 2>&1 &
 tether_pid=$!
 for _ in $(seq 150); do
   if "$bin" status --json --state-socket "$dir/tether.sock" 2>/dev/null | grep -q '"ready": true'; then
@@ -146,7 +152,7 @@ done
 echo "tether is READY (log: first lines)"
 head -n 12 "$dir/tether.log" | sed 's/^/  /'
 
-say "5/7 the VM's NIC is taken over: eth1 is now an OVS internal port, eth1~ the uplink"
+say "6/9 the VM's NIC is taken over: eth1 is now an OVS internal port, eth1~ the uplink"
 for _ in $(seq 75); do
   in_ns "$VM" ip -br link show dev 'eth1~' >/dev/null 2>&1 && break
   sleep 0.2
@@ -161,7 +167,7 @@ run vsctl list-ports br-int
 run in_ns "$GW" ping -c 3 -i 0.2 192.0.2.10
 run in_ns "$VM" ping -c 3 -i 0.2 192.0.2.1
 
-say "6/7 web-a pings web-b; the mirror TrafficControl copies every packet to the collector"
+say "7/9 web-a pings web-b; the mirror TrafficControl copies every packet to the collector"
 in_ns "$COLL" timeout 10 tcpdump -n -l -i eth0 -c 6 icmp >"$dir/mirror.txt" 2>"$dir/tcpdump.err" &
 cap=$!
 for _ in $(seq 50); do grep -q "listening on" "$dir/tcpdump.err" && break; sleep 0.1; done
@@ -171,8 +177,14 @@ echo "captured on the collector (eth0 behind coll0):"
 sed 's/^/  /' "$dir/mirror.txt"
 echo "  → $(grep -c ICMP "$dir/mirror.txt" || true) mirrored packets"
 
-say "7/7 tether status"
+say "8/9 tether status"
 run "$bin" status --state-socket "$dir/tether.sock"
+
+say "9/9 tether flows: the bridge's flows by owner, with their counters; tether plan again"
+run "$bin" flows --ovs-rundir "$dir" --bridge br-int --state-socket "$dir/tether.sock"
+rc=0
+in_ns "$VM" "$bin" plan "${flags[@]}" || rc=$?
+echo "(exit code $rc)"
 
 if [[ ${DEMO_PAUSE:-} == 1 || ( -z ${DEMO_PAUSE:-} && -t 0 ) ]]; then
   echo

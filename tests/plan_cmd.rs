@@ -87,7 +87,9 @@ fn planned_adds(text: &str, real: impl Fn(&str) -> u32) -> Vec<String> {
         .skip(1)
         .take_while(|l| l.starts_with("  "))
         .map(|l| {
+            // `  60000 (0xea60) = coll0`
             let (of, name) = l.trim().split_once(" = ").unwrap();
+            let of = of.split_whitespace().next().unwrap();
             (of.to_string(), name.to_string())
         })
         .collect();

@@ -429,7 +429,7 @@ pub fn render(p: &Plan) -> String {
     if !p.new_ofports.is_empty() {
         s.push_str("new ports' ofports (OVS assigns the real numbers):\n");
         for (of, name) in &p.new_ofports {
-            s.push_str(&format!("  {of} = {name}\n"));
+            s.push_str(&format!("  {of} ({of:#x}) = {name}\n"));
         }
     }
     section(

@@ -64,7 +64,7 @@ flows to add (1):
   # trafficcontrol mirror
   table=3, priority=200,in_port=1 actions=goto_table:4
 new ports' ofports (OVS assigns the real numbers):
-  60000 = tap0
+  60000 (0xea60) = tap0
 changes pending: 1 port, 0 link, 0 externalnode, 1 flows to add, 0 to delete
 "
     );
