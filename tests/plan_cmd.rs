@@ -65,9 +65,17 @@ fn state(bed: &Bed) -> (Value, Vec<String>, String) {
 
 /// `tether plan` in the node's namespace, with its state checked unchanged around it.
 fn plan(bed: &Bed) -> (i32, String) {
+    plan_on(bed, "br-int")
+}
+
+fn plan_on(bed: &Bed, bridge: &str) -> (i32, String) {
     let before = state(bed);
     let mut argv = vec![binary().to_string_lossy().into_owned(), "plan".into()];
-    argv.extend(bed.tether_args());
+    argv.extend(
+        bed.tether_args()
+            .into_iter()
+            .map(|a| if a == "br-int" { bridge.to_string() } else { a }),
+    );
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = bed.sb.ns().command(&argv).output().unwrap();
     let after = state(bed);
@@ -144,6 +152,15 @@ fn plan_shows_exactly_what_run_then_does_and_changes_nothing() {
     let _coll = bed.add_collector(&["coll0"]);
     bed.write_pods(&[("pa", "web")]);
     bed.write("tc.yaml", &tc("Both"));
+
+    // A bridge that does not exist yet: run would create it (and nothing is created now).
+    let (code, text) = plan_on(&bed, "br-new");
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.starts_with("bridge:\n  create bridge br-new (datapath_type netdev, OpenFlow10+15, fail_mode standalone)\n"),
+        "{text}"
+    );
+    assert!(bed.sb.try_vsctl(&["br-exists", "br-new"]).is_err());
 
     // A node tether never ran on: everything to create.
     let (code, text) = plan(&bed);
