@@ -65,12 +65,13 @@ fn state(bed: &Bed) -> (Value, Vec<String>, String) {
 
 /// `tether plan` in the node's namespace, with its state checked unchanged around it.
 fn plan(bed: &Bed) -> (i32, String) {
-    plan_on(bed, "br-int")
+    plan_on(bed, "br-int", &[])
 }
 
-fn plan_on(bed: &Bed, bridge: &str) -> (i32, String) {
+fn plan_on(bed: &Bed, bridge: &str, extra: &[&str]) -> (i32, String) {
     let before = state(bed);
     let mut argv = vec![binary().to_string_lossy().into_owned(), "plan".into()];
+    argv.extend(extra.iter().map(|s| s.to_string()));
     argv.extend(
         bed.tether_args()
             .into_iter()
@@ -154,7 +155,7 @@ fn plan_shows_exactly_what_run_then_does_and_changes_nothing() {
     bed.write("tc.yaml", &tc("Both"));
 
     // A bridge that does not exist yet: run would create it (and nothing is created now).
-    let (code, text) = plan_on(&bed, "br-new");
+    let (code, text) = plan_on(&bed, "br-new", &[]);
     assert_eq!(code, 3, "{text}");
     assert!(
         text.starts_with("bridge:\n  create bridge br-new (datapath_type netdev, OpenFlow10+15, fail_mode standalone)\n"),
@@ -198,6 +199,21 @@ fn plan_shows_exactly_what_run_then_does_and_changes_nothing() {
             "nothing to do: the bridge, its flows and the VM's links are as tether run would make them\n"
         )
     );
+
+    let (code, json) = plan_on(&bed, "br-int", &["--json"]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(code, 0);
+    for k in [
+        "ports",
+        "links",
+        "externalnode",
+        "add",
+        "delete",
+        "problems",
+    ] {
+        assert_eq!(v[k], serde_json::json!([]), "{k} in {json}");
+    }
+    assert_eq!(v["bridge"], Value::Null);
 
     // One edit: mirror only Egress → exactly the ingress mark flow goes.
     let before = tether_flows(&bed);
