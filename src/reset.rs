@@ -178,16 +178,40 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
         ));
         return Ok(());
     };
-    let view = read_bridge(&client, &cfg.bridge).ok_or("the bridge went while reading it")?;
-    let round = view
-        .external_ids
-        .get("roundNum")
-        .and_then(|r| r.parse::<u16>().ok())
+    let of = give_nics_back(cfg, &client, db, out)?;
+    // The replica follows the restore's transactions; read the bridge as it is now.
+    let view = read_bridge(&client, &cfg.bridge).ok_or("the bridge went while resetting")?;
+    let dumped = of.dump(0, 0).map_err(|e| format!("flow dump: {e}"))?;
+    let p = plan(&view, &cfg.bridge, &dumped, o.delete_bridge);
+    let db = BridgeDb::open(client, &cfg.bridge)
+        .map_err(|e| e.to_string())?
+        .ok_or("the bridge went while resetting")?;
+    carry_out(&p, &cfg.bridge, db, of, out)?;
+    if out.is_empty() {
+        out.push(format!("nothing to reset on bridge {}", cfg.bridge));
+    }
+    Ok(())
+}
+
+/// Step 2: every NIC back, by the ExternalNode controller's own restore. Returns the
+/// OpenFlow connection step 3 deletes the flows through.
+fn give_nics_back(
+    cfg: &Config,
+    client: &Client,
+    db: BridgeDb,
+    out: &mut Vec<String>,
+) -> Result<Arc<OfFlows>, String> {
+    let round = read_bridge(client, &cfg.bridge)
+        .and_then(|v| {
+            v.external_ids
+                .get("roundNum")
+                .and_then(|r| r.parse::<u16>().ok())
+        })
         .filter(|r| *r != 0)
         .unwrap_or(1);
     let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
     // Only to let the ExternalNode controller run; it holds no flows, so it sends nothing
-    // of its own (the flows are deleted below, by cookie).
+    // of its own (the flows are deleted in step 3, by cookie).
     let of = Arc::new(
         OfFlows::start(OfFlowsConfig::new(mgmt.clone(), &cfg.bridge, round))
             .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?,
@@ -212,31 +236,34 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
         Arc::new(links),
     )
     .with_host_network(Arc::new(crate::hostnet::Networkd::default()));
-    match en.restore_all() {
-        Ok(nics) => out.extend(nics.iter().map(|n| {
-            format!("restored {n}: its name, MAC, MTU, sysctls, addresses and routes are back")
-        })),
-        Err(e) => {
-            return Err(format!(
-                "could not give the NIC back ({e}); nothing else was changed: fix the cause and run tether reset again"
-            ));
-        }
-    }
-    drop(en);
-    // The replica follows the restore's transactions; read the bridge as it is now.
-    let view = read_bridge(&client, &cfg.bridge).ok_or("the bridge went while resetting")?;
-    let dumped = of.dump(0, 0).map_err(|e| format!("flow dump: {e}"))?;
-    let p = plan(&view, &cfg.bridge, &dumped, o.delete_bridge);
-    let db = BridgeDb::open(client.clone(), &cfg.bridge)
-        .map_err(|e| e.to_string())?
-        .ok_or("the bridge went while resetting")?;
+    let nics = en.restore_all().map_err(|e| {
+        format!(
+            "could not give the NIC back ({e}); nothing else was changed: fix the cause and run tether reset again"
+        )
+    })?;
+    out.extend(nics.iter().map(|n| {
+        format!("restored {n}: its name, MAC, MTU, sysctls, addresses and routes are back")
+    }));
+    Ok(of)
+}
+
+/// Step 3: carry out `p`.
+fn carry_out(
+    p: &Plan,
+    bridge: &str,
+    db: BridgeDb,
+    of: Arc<OfFlows>,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
     if !p.ports.is_empty() {
         let uuids: Vec<Uuid> = p.ports.iter().map(|(u, _)| u.clone()).collect();
         db.delete_ports(&uuids)
             .map_err(|e| format!("deleting ports: {e}"))?;
-        for (_, name) in &p.ports {
-            out.push(format!("deleted port {name}"));
-        }
+        out.extend(
+            p.ports
+                .iter()
+                .map(|(_, name)| format!("deleted port {name}")),
+        );
     }
     if !p.cookies.is_empty() {
         let mods = p
@@ -256,19 +283,16 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
     for k in &p.keys {
         db.set_bridge_external_id(k, None)
             .map_err(|e| format!("clearing external_ids:{k}: {e}"))?;
-        out.push(format!("cleared external_ids:{k} of bridge {}", cfg.bridge));
+        out.push(format!("cleared external_ids:{k} of bridge {bridge}"));
     }
     match &p.bridge {
         BridgeFate::Delete => {
             db.delete_bridge()
-                .map_err(|e| format!("deleting bridge {}: {e}", cfg.bridge))?;
-            out.push(format!("deleted bridge {}", cfg.bridge));
+                .map_err(|e| format!("deleting bridge {bridge}: {e}"))?;
+            out.push(format!("deleted bridge {bridge}"));
         }
-        BridgeFate::Keep(Some(why)) => out.push(format!("kept bridge {}: {why}", cfg.bridge)),
+        BridgeFate::Keep(Some(why)) => out.push(format!("kept bridge {bridge}: {why}")),
         BridgeFate::Keep(None) => {}
-    }
-    if out.is_empty() {
-        out.push(format!("nothing to reset on bridge {}", cfg.bridge));
     }
     Ok(())
 }

@@ -150,6 +150,8 @@ fn duration(sec: u32, nsec: u32) -> String {
 /// `match_format`: priority, ct_state, the protocol shorthand, registers, in_port,
 /// Ethernet, IPv6, IPv4, the protocol number, then ICMP type or L4 ports.
 pub fn format_match(fields: &[MatchField], priority: u16) -> String {
+    // Long on purpose: one pass per field in `match_format`'s order, a table to read
+    // against OVS's source.
     use MatchField::*;
     // Canonical: OVS's OF1.5 replies carry registers as 64-bit `xreg` pairs, which it
     // prints as the two 32-bit registers (`Match::new` splits them the same way).

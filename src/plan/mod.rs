@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
-use crate::controller::externalnode::{EnConfig, EnController, nic_owner};
+use crate::controller::externalnode::{EnConfig, EnController, EnPreview, nic_owner};
 use crate::controller::trafficcontrol::{TcController, object_id};
 use crate::controller::{Bridge, Flows, l2::L2Controller};
 use crate::flows::owners::tether_cookie;
@@ -28,7 +28,7 @@ use crate::netlink::{NicConfig, uplink_name};
 use crate::openflow::flowmod::FlowDesc;
 use crate::openflow::ofctl::format_flow;
 use crate::openflow::{Category, Flow, Owner};
-use crate::ovsdb::{Client, ClientOptions, Remote, read_bridge};
+use crate::ovsdb::{Client, ClientOptions, PortData, Remote, read_bridge};
 use crate::pipeline::externalnode::{bypass_flows, uplink_pair_flows};
 use dry::{DryBridge, DryFlows, DryLinks, PortChange, Record};
 
@@ -221,9 +221,16 @@ fn load(cfg: &Config) -> Result<Stores, String> {
     Ok(stores)
 }
 
-/// Work out the plan. Reads only.
-pub fn compute(cfg: &Config) -> Result<Plan, String> {
-    let stores = load(cfg)?;
+/// What OVS has now: the bridge's ports and external_ids and its flows, or, for a bridge
+/// that does not exist yet, the line that says `run` creates it.
+type OvsNow = (
+    Vec<PortData>,
+    BTreeMap<String, String>,
+    Vec<FlowDesc>,
+    Option<String>,
+);
+
+fn read_ovs(cfg: &Config) -> Result<OvsNow, String> {
     let db = cfg.ovs_rundir.join("db.sock");
     let client = Client::start(Remote::Unix(db.clone()), ClientOptions::default());
     client
@@ -231,16 +238,27 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
         .map_err(|e| format!("ovsdb {}: {e}", db.display()))?;
     let view = read_bridge(&client, &cfg.bridge);
     drop(client);
-    let mut plan = Plan::default();
-    let (ports, ids, current) = match view {
-        Some(v) => (v.ports, v.external_ids, crate::flows::dump(cfg)?),
-        None => {
-            plan.bridge = Some(format!(
+    Ok(match view {
+        Some(v) => (v.ports, v.external_ids, crate::flows::dump(cfg)?, None),
+        None => (
+            Vec::new(),
+            BTreeMap::new(),
+            Vec::new(),
+            Some(format!(
                 "create bridge {} (datapath_type {}, OpenFlow10+15, fail_mode standalone)",
                 cfg.bridge, cfg.datapath_type
-            ));
-            (Vec::new(), BTreeMap::new(), Vec::new())
-        }
+            )),
+        ),
+    })
+}
+
+/// Work out the plan. Reads only.
+pub fn compute(cfg: &Config) -> Result<Plan, String> {
+    let stores = load(cfg)?;
+    let (ports, ids, current, bridge_line) = read_ovs(cfg)?;
+    let mut plan = Plan {
+        bridge: bridge_line,
+        ..Plan::default()
     };
     let rec = Record::default();
     let bridge: Arc<dyn Bridge> = Arc::new(DryBridge::new(ports.clone(), ids, rec.clone()));
@@ -255,8 +273,8 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
         crate::pipeline::base_flows(),
     );
 
-    // The TrafficControls, in the order of their names, then the orphan sweep: as the
-    // first full sync does.
+    // The TrafficControls, in the order of their names, then the orphan sweep and the L2
+    // flows: as the first full sync does.
     let tc = TcController::new(stores.clone(), bridge.clone(), flows.clone(), links.clone());
     let names = stores.traffic_controls.keys();
     for n in &names {
@@ -280,15 +298,29 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
             datapath_type: cfg.datapath_type.clone(),
         },
         stores.clone(),
-        bridge.clone(),
-        flows.clone(),
-        links.clone(),
+        bridge,
+        flows,
+        links,
     );
-    let p = en.preview();
     rec.set_flows(
         Owner::new(Category::EXTERNAL_NODE, 0),
         bypass_flows(&cfg.policy_bypass_rules),
     );
+    externalnode_steps(&en.preview(), &ports, &rec, &mut plan);
+
+    let label = labeller(&names, &ports);
+    let (add, delete) = diff_flows(&rec.desired_flows(), &current, &label);
+    plan.add = add;
+    plan.delete = delete;
+    plan.ports = rec.port_changes().iter().map(port_line).collect();
+    plan.links = rec.link_changes();
+    plan.new_ofports = rec.new_ofports();
+    Ok(plan)
+}
+
+/// The ExternalNode's part: steps (with the configuration that would move), its ports
+/// and its pair flows recorded in `rec`.
+fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Record, plan: &mut Plan) {
     if let Some(r) = &p.recorded {
         plan.externalnode
             .push(format!("finish or roll back the recorded step first: {r}"));
@@ -317,8 +349,22 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
         }
     }
     if let Some((nic, attach, config)) = &p.attach {
-        let uplink = uplink_name(nic);
-        let takeover = |plan: &mut Plan, why: &str| {
+        let why = match attach {
+            Attach::Keep => None,
+            Attach::Takeover => Some(format!("take over {nic}")),
+            Attach::Reattach => Some(format!("re-attach {nic} (its ports outlived their links)")),
+            Attach::Rebuild => Some(format!(
+                "give {nic} back and take it over again (its uplink port is gone)"
+            )),
+            Attach::Refuse { uplink } => {
+                plan.problems.push(format!(
+                    "externalnode: link {uplink} exists but OVSDB has no host port {nic}: run refuses to take {nic} over"
+                ));
+                None
+            }
+        };
+        if let Some(why) = why {
+            let uplink = uplink_name(nic);
             plan.externalnode.push(format!(
                 "{why}: rename {nic} to {uplink}, create its ports, move its configuration to the host port {nic}:"
             ));
@@ -328,21 +374,6 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
             let host = rec.create(nic, "internal", BTreeMap::new());
             let up = rec.create(&uplink, "system", BTreeMap::new());
             rec.set_flows(nic_owner(nic), uplink_pair_flows(host, up));
-        };
-        match attach {
-            Attach::Keep => {}
-            Attach::Takeover => takeover(&mut plan, &format!("take over {nic}")),
-            Attach::Reattach => takeover(
-                &mut plan,
-                &format!("re-attach {nic} (its ports outlived their links)"),
-            ),
-            Attach::Rebuild => takeover(
-                &mut plan,
-                &format!("give {nic} back and take it over again (its uplink port is gone)"),
-            ),
-            Attach::Refuse { uplink } => plan.problems.push(format!(
-                "externalnode: link {uplink} exists but OVSDB has no host port {nic}: run refuses to take {nic} over"
-            )),
         }
     }
     for (nic, config) in &p.release {
@@ -357,40 +388,33 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
         rec.delete(&uplink);
         rec.set_flows(nic_owner(nic), Vec::new());
     }
+}
 
-    // The flows, labelled by owner.
-    let mut tc_names: BTreeMap<u32, String> = BTreeMap::new();
-    for n in &names {
-        tc_names.insert(object_id(n), format!("trafficcontrol {n}"));
+/// Names for the flows' owners: the TCs in the store, the bridge's return ports.
+fn labeller(tcs: &BTreeSet<String>, ports: &[PortData]) -> impl Fn(Owner) -> String {
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+    for n in tcs {
+        names.insert(object_id(n), format!("trafficcontrol {n}"));
     }
-    for x in &ports {
+    for x in ports {
         if x.external_ids.get("antrea-type").map(String::as_str) == Some("traffic-control") {
-            tc_names.insert(
+            names.insert(
                 object_id(&format!("port:{}", x.name)),
                 format!("trafficcontrol return port {}", x.name),
             );
         }
     }
-    let label = |o: Owner| -> String {
-        match (o.category, o.object) {
-            (Category::DEFAULT, 0) => "pipeline".into(),
-            (Category::DEFAULT, 1) => "l2 forwarding".into(),
-            (Category::EXTERNAL_NODE, 0) => "externalnode policy bypass".into(),
-            (Category::EXTERNAL_NODE, _) => "externalnode uplink pair".into(),
-            (Category::TRAFFIC_CONTROL, id) => tc_names
-                .get(&id)
-                .cloned()
-                .unwrap_or_else(|| format!("trafficcontrol #{id:08x}")),
-            (c, id) => format!("category {} object {id:#x}", c.0),
-        }
-    };
-    let (add, delete) = diff_flows(&rec.desired_flows(), &current, &label);
-    plan.add = add;
-    plan.delete = delete;
-    plan.ports = rec.port_changes().iter().map(port_line).collect();
-    plan.links = rec.link_changes();
-    plan.new_ofports = rec.new_ofports();
-    Ok(plan)
+    move |o: Owner| match (o.category, o.object) {
+        (Category::DEFAULT, 0) => "pipeline".into(),
+        (Category::DEFAULT, 1) => "l2 forwarding".into(),
+        (Category::EXTERNAL_NODE, 0) => "externalnode policy bypass".into(),
+        (Category::EXTERNAL_NODE, _) => "externalnode uplink pair".into(),
+        (Category::TRAFFIC_CONTROL, id) => names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("trafficcontrol #{id:08x}")),
+        (c, id) => format!("category {} object {id:#x}", c.0),
+    }
 }
 
 /// The plan as text.
