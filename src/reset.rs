@@ -223,12 +223,9 @@ fn give_nics_back(
     let links = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
     let en = EnController::new(
         EnConfig {
-            node_name: cfg.node_name.clone(),
-            bridge: cfg.bridge.clone(),
-            namespace: cfg.external_node_namespace.clone(),
+            // reset installs no flow: no bypass rules.
             bypass_rules: Vec::new(),
-            ovs_rundir: cfg.ovs_rundir.clone(),
-            datapath_type: cfg.datapath_type.clone(),
+            ..crate::daemon::en_config(cfg)
         },
         Stores::default(),
         bridge,

@@ -27,6 +27,38 @@ use externalnode_vm::*;
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
 
+/// `tether <cmd> --config <the agent config> <extra> <the sandbox's OVS, bridge, node and
+/// state socket>`, for `run`, `plan` and `reset` alike.
+fn tether_argv(sb: &Sandbox, cmd: &str, extra: &[&str], bridge: &str) -> Vec<String> {
+    let dir = sb.dir().to_str().unwrap().to_string();
+    let config = sb.path("tether.yaml");
+    // The agent config's ExternalNode keys (Antrea's), read by the daemon.
+    std::fs::write(&config, CONFIG).unwrap();
+    let mut argv: Vec<String> = vec![
+        TETHER.into(),
+        cmd.into(),
+        "--config".into(),
+        config.to_str().unwrap().into(),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    argv.extend(
+        [
+            "--ovs-rundir",
+            &dir,
+            "--bridge",
+            bridge,
+            "--datapath-type",
+            common::datapath(),
+            "--node-name",
+            "vm1",
+            "--state-socket",
+            &format!("{dir}/tether.sock"),
+        ]
+        .map(String::from),
+    );
+    argv
+}
+
 /// `tether run` in the VM namespace, optionally with a crash point; killed on drop.
 struct Daemon {
     child: Option<Child>,
@@ -38,26 +70,8 @@ impl Daemon {
     }
 
     fn start_on(sb: &Sandbox, source: &[&str], crash_at: Option<&str>, bridge: &str) -> Daemon {
-        let dir = sb.dir().to_str().unwrap().to_string();
-        let sock = format!("{dir}/tether.sock");
-        let config = sb.path("tether.yaml");
-        // The agent config's ExternalNode keys (Antrea's), read by the daemon.
-        std::fs::write(&config, CONFIG).unwrap();
-        let config = config.to_str().unwrap().to_string();
-        let mut argv = vec![TETHER, "run", "--config", &config];
-        argv.extend_from_slice(source);
-        argv.extend_from_slice(&[
-            "--ovs-rundir",
-            &dir,
-            "--bridge",
-            bridge,
-            "--datapath-type",
-            common::datapath(),
-            "--node-name",
-            "vm1",
-            "--state-socket",
-            &sock,
-        ]);
+        let argv = tether_argv(sb, "run", source, bridge);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -533,33 +547,20 @@ fn assert_vm_restored(vm: &common::Netns, before: &serde_json::Value, what: &str
     }
 }
 
-/// `tether reset [extra]` in the VM namespace: (exit code, stdout, stderr).
-fn reset(sb: &Sandbox, bridge: &str, extra: &[&str]) -> (i32, String, String) {
-    let dir = sb.dir().to_str().unwrap().to_string();
-    let sock = format!("{dir}/tether.sock");
-    let config = sb.path("tether.yaml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let config = config.to_str().unwrap().to_string();
-    let mut argv = vec![TETHER, "reset", "--config", &config];
-    argv.extend_from_slice(extra);
-    argv.extend_from_slice(&[
-        "--ovs-rundir",
-        &dir,
-        "--bridge",
-        bridge,
-        "--datapath-type",
-        common::datapath(),
-        "--node-name",
-        "vm1",
-        "--state-socket",
-        &sock,
-    ]);
+/// `tether <cmd> [extra]` in the VM namespace: (exit code, stdout, stderr).
+fn tether_cmd(sb: &Sandbox, cmd: &str, bridge: &str, extra: &[&str]) -> (i32, String, String) {
+    let argv = tether_argv(sb, cmd, extra, bridge);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = sb.ns().command(&argv).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn reset(sb: &Sandbox, bridge: &str, extra: &[&str]) -> (i32, String, String) {
+    tether_cmd(sb, "reset", bridge, extra)
 }
 
 /// Flows on br-int as ovs-ofctl prints them, and whether tether's keys are gone.
@@ -683,33 +684,8 @@ fn reset_gives_the_vm_back_exactly() {
     assert_vm_restored(vm, &before, "after deleting br-new");
 }
 
-/// `tether plan` in the VM namespace: (exit code, stdout, stderr).
 fn plan_cmd(sb: &Sandbox, source: &[&str]) -> (i32, String, String) {
-    let dir = sb.dir().to_str().unwrap().to_string();
-    let sock = format!("{dir}/tether.sock");
-    let config = sb.path("tether.yaml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let config = config.to_str().unwrap().to_string();
-    let mut argv = vec![TETHER, "plan", "--config", &config];
-    argv.extend_from_slice(source);
-    argv.extend_from_slice(&[
-        "--ovs-rundir",
-        &dir,
-        "--bridge",
-        "br-int",
-        "--datapath-type",
-        common::datapath(),
-        "--node-name",
-        "vm1",
-        "--state-socket",
-        &sock,
-    ]);
-    let out = sb.ns().command(&argv).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    tether_cmd(sb, "plan", "br-int", source)
 }
 
 /// `tether plan` on a VM about to be taken over names the takeover and every address and

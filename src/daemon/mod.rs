@@ -279,6 +279,18 @@ impl Ovs {
     }
 }
 
+/// The ExternalNode controller's part of the configuration (also `plan`'s and `reset`'s).
+pub(crate) fn en_config(cfg: &Config) -> EnConfig {
+    EnConfig {
+        node_name: cfg.node_name.clone(),
+        bridge: cfg.bridge.clone(),
+        namespace: cfg.external_node_namespace.clone(),
+        bypass_rules: cfg.policy_bypass_rules.clone(),
+        ovs_rundir: cfg.ovs_rundir.clone(),
+        datapath_type: cfg.datapath_type.clone(),
+    }
+}
+
 /// The three controllers. The TrafficControl and ExternalNode controllers get their own
 /// netlink sockets: the TC workers only read (device targets), and never wait behind a
 /// takeover's requests.
@@ -294,16 +306,8 @@ fn controllers(
             .map_err(|e| DaemonError::Setup(format!("netlink: {e}")))
     };
     let tc = TcController::new(stores.clone(), bridge.clone(), flows.clone(), netlink()?);
-    let en_cfg = EnConfig {
-        node_name: cfg.node_name.clone(),
-        bridge: cfg.bridge.clone(),
-        namespace: cfg.external_node_namespace.clone(),
-        bypass_rules: cfg.policy_bypass_rules.clone(),
-        ovs_rundir: cfg.ovs_rundir.clone(),
-        datapath_type: cfg.datapath_type.clone(),
-    };
     let en = EnController::new(
-        en_cfg,
+        en_config(cfg),
         stores.clone(),
         bridge.clone(),
         flows.clone(),

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
-use crate::controller::externalnode::{EnConfig, EnController, EnPreview, nic_owner};
+use crate::controller::externalnode::{EnController, EnPreview, nic_owner};
 use crate::controller::trafficcontrol::{TcController, object_id};
 use crate::controller::{Bridge, Flows, l2::L2Controller};
 use crate::flows::owners::tether_cookie;
@@ -289,14 +289,7 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
 
     // The ExternalNode: its controller's own decision, previewed.
     let en = EnController::new(
-        EnConfig {
-            node_name: cfg.node_name.clone(),
-            bridge: cfg.bridge.clone(),
-            namespace: cfg.external_node_namespace.clone(),
-            bypass_rules: cfg.policy_bypass_rules.clone(),
-            ovs_rundir: cfg.ovs_rundir.clone(),
-            datapath_type: cfg.datapath_type.clone(),
-        },
+        crate::daemon::en_config(cfg),
         stores.clone(),
         bridge,
         flows,

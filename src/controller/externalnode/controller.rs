@@ -312,18 +312,7 @@ impl EnController {
         let entity = external_entity_name(&en.metadata.name, &iface.name);
         let namespace = en.metadata.namespace.clone();
         let exists = |name: &str| self.links.link_by_name(name).is_ok();
-        let views: Vec<AttachedView> = attached
-            .iter()
-            .map(|a| AttachedView {
-                nic: a.nic.clone(),
-                uplink_port: a.uplink_port.is_some(),
-                // Only "not found" means gone: another error is no evidence of a reboot.
-                uplink_link: !self
-                    .links
-                    .link_by_name(&a.uplink)
-                    .is_err_and(|e| e.is_not_found()),
-            })
-            .collect();
+        let views = self.views(&attached);
         let uplink = uplink_name(&link.name);
         let plan = plan_sync(&link.name, &uplink, exists(&uplink), &views);
         if plan.judge {
@@ -415,6 +404,22 @@ impl EnController {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The attached NICs as `plan_sync` sees them.
+    fn views(&self, attached: &[Attached]) -> Vec<AttachedView> {
+        attached
+            .iter()
+            .map(|a| AttachedView {
+                nic: a.nic.clone(),
+                uplink_port: a.uplink_port.is_some(),
+                // Only "not found" means gone: another error is no evidence of a reboot.
+                uplink_link: !self
+                    .links
+                    .link_by_name(&a.uplink)
+                    .is_err_and(|e| e.is_not_found()),
+            })
+            .collect()
     }
 
     /// Every NIC OVSDB says is attached: host ports, with their uplink port.

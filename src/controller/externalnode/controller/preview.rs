@@ -2,7 +2,7 @@
 //! nothing done (`tether plan`): only reads of OVSDB and the kernel.
 
 use super::*;
-use crate::netlink::{NicConfig, capture};
+use crate::netlink::NicConfig;
 
 /// A sync's decisions, and the configuration each would move.
 #[derive(Clone, Debug, Default)]
@@ -59,17 +59,7 @@ impl EnController {
                 return p;
             }
         };
-        let views: Vec<AttachedView> = attached
-            .iter()
-            .map(|a| AttachedView {
-                nic: a.nic.clone(),
-                uplink_port: a.uplink_port.is_some(),
-                uplink_link: !self
-                    .links
-                    .link_by_name(&a.uplink)
-                    .is_err_and(|e| e.is_not_found()),
-            })
-            .collect();
+        let views = self.views(&attached);
         let uplink = uplink_name(&link.name);
         let exists = self.links.link_by_name(&uplink).is_ok();
         let plan = plan_sync(&link.name, &uplink, exists, &views);
