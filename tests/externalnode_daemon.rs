@@ -766,4 +766,26 @@ fn plan_previews_the_takeover_and_changes_nothing() {
             ""
         )
     );
+
+    // The ExternalNode keeps only its IPv4 address: a re-label of the host port, no more.
+    write_en(&dir, Some(&EN_YAML.replace(", \"2001:db8:1::10\"", "")));
+    let (code, out, _) = plan_cmd(&sb, &args);
+    assert_eq!(state(), before, "tether plan changed something");
+    assert_eq!(code, 3, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0], "externalnode:");
+    assert!(
+        lines[1].starts_with("  re-label the host port eth1: external_ids ")
+            && lines[1].contains("ip-address=192.0.2.10,")
+            && !lines[1].contains("2001:db8"),
+        "{out}"
+    );
+    assert_eq!(
+        lines[2],
+        "changes pending: 0 port, 0 link, 1 externalnode, 0 flows to add, 0 to delete"
+    );
+    let d = Daemon::start(&sb, &args, None);
+    wait_attached(&sb, "192.0.2.10", "re-labelled by run");
+    d.stop();
 }

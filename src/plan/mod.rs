@@ -369,6 +369,15 @@ fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Record, plan: &mu
             rec.set_flows(nic_owner(nic), uplink_pair_flows(host, up));
         }
     }
+    if let Some((nic, ids)) = &p.relabel {
+        let text = ids
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        plan.externalnode
+            .push(format!("re-label the host port {nic}: external_ids {text}"));
+    }
     for (nic, config) in &p.release {
         let uplink = uplink_name(nic);
         plan.externalnode.push(format!(

@@ -15,6 +15,9 @@ pub struct EnPreview {
     /// NICs given back (no ExternalNode, or another NIC holds the IPs now), each with the
     /// host port's configuration that would go back to it.
     pub release: Vec<(String, Option<NicConfig>)>,
+    /// The host port's external_ids a sync would write (the ExternalNode's name or IPs
+    /// changed while its NIC stays attached): a re-label.
+    pub relabel: Option<(String, BTreeMap<String, String>)>,
     /// Why nothing can be planned for the ExternalNode (invalid, NIC refused or missing).
     pub error: Option<String>,
 }
@@ -51,8 +54,11 @@ impl EnController {
                     .cloned()
                     .ok_or_else(|| "spec.interfaces is empty".to_string())
             })
-            .and_then(|iface| self.find_nic(&iface.ips).map_err(|e| e.to_string()));
-        let (link, _ips) = match found {
+            .and_then(|iface| {
+                let (link, ips) = self.find_nic(&iface.ips).map_err(|e| e.to_string())?;
+                Ok((link, ips, iface.name))
+            });
+        let (link, ips, iface_name) = match found {
             Ok(v) => v,
             Err(e) => {
                 p.error = Some(format!("externalnode {key}: {e}"));
@@ -73,6 +79,23 @@ impl EnController {
             Attach::Keep => None,
             _ => capture(self.links.as_ref(), link.index).ok(),
         };
+        // What `ensure_attached` would write on the host port of a NIC that stays.
+        if plan.attach == Attach::Keep {
+            if let Some(a) = attached.iter().find(|a| a.nic == link.name) {
+                let uplink_port = a.uplink_port.clone().unwrap_or_else(|| Uuid(String::new()));
+                let entity = external_entity_name(&en.metadata.name, &iface_name);
+                let ids = host_external_ids(
+                    &a.uplink,
+                    &uplink_port,
+                    &entity,
+                    &en.metadata.namespace,
+                    &ips,
+                );
+                if ids != a.ids {
+                    p.relabel = Some((a.nic.clone(), ids));
+                }
+            }
+        }
         p.attach = Some((link.name.clone(), plan.attach, config));
         p.release = release(&plan.release);
         p
