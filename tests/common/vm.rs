@@ -284,8 +284,20 @@ impl Vm {
             "{}-vm",
             self.name.rsplit('-').next().unwrap_or("x")
         ));
-        // Dropping the old namespace takes the old veth (and its gateway end) with it.
+        // Dropping the old namespace takes the old veth (and its gateway end) with it, but
+        // the kernel tears a namespace down in the background: wait for the gateway's end
+        // to go, or the new pair's `eth0` exists already (a flake seen in CI).
         self.net = net;
+        wait(
+            Duration::from_secs(10),
+            "the old gateway veth to go",
+            || {
+                self.gw
+                    .try_exec(&["ip", "link", "show", "eth0"])
+                    .is_err()
+                    .then_some(())
+            },
+        );
         wire(&self.net, &self.gw, addressing);
         self.start_container();
     }
