@@ -83,18 +83,7 @@ fn flow_mod_matches_and_actions_print_as_ovs_ofctl_does() {
 /// With `--no-stats`, table 0 and cookie 0 are left out, as ovs-ofctl leaves them.
 #[test]
 fn without_stats_the_defaults_are_left_out() {
-    let d = FlowDesc {
-        table_id: 0,
-        priority: 0,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        flags: 0,
-        importance: 0,
-        cookie: 0,
-        match_: Default::default(),
-        stats: Vec::new(),
-        instructions: vec![],
-    };
+    let d = FlowDesc::default();
     assert_eq!(format_flow(&d, false), "priority=0 actions=drop");
     let d = FlowDesc {
         priority: 0x8000,

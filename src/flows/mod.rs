@@ -10,12 +10,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::config::Config;
+use crate::openflow::backend::{dumped_flows, flow_dump_request};
 use crate::openflow::conn::{Conn, ConnOptions};
 use crate::openflow::consts::Version;
-use crate::openflow::flowmod::{
-    FlowDesc, FlowDescRequest, MultipartReplyBody, MultipartRequest, MultipartRequestBody,
-};
-use crate::openflow::msg::Body;
+use crate::openflow::flowmod::FlowDesc;
 use crate::openflow::ofctl::{FlowStats, format_flow};
 use crate::ovsdb::{Client, ClientOptions, Remote, read_bridge};
 use owners::{Names, OwnerKind, tether_cookie};
@@ -220,25 +218,13 @@ pub(crate) fn dump(cfg: &Config) -> Result<Vec<FlowDesc>, String> {
         .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;
     conn.wait_connected(Duration::from_secs(5))
         .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;
-    let req = Body::MultipartRequest(MultipartRequest {
-        flags: 0,
-        body: MultipartRequestBody::FlowDesc(FlowDescRequest::by_cookie(0, 0)),
-    });
     let reply = conn
-        .transact(vec![req], Duration::from_secs(30))
+        .transact(vec![flow_dump_request(0, 0)], Duration::from_secs(30))
         .map_err(|e| format!("flow dump from {}: {e}", mgmt.display()))?;
     if let Some((_, e)) = reply.errors.first() {
         return Err(format!("flow dump from {}: {e:?}", mgmt.display()));
     }
-    let mut out = Vec::new();
-    for (_, m) in reply.replies {
-        if let Body::MultipartReply(mp) = m.body {
-            if let MultipartReplyBody::FlowDesc(v) = mp.body {
-                out.extend(v);
-            }
-        }
-    }
-    Ok(out)
+    Ok(dumped_flows(reply))
 }
 
 /// The command: gather, annotate, print. Returns the text and the exit code.

@@ -1,7 +1,7 @@
 use super::*;
-use crate::openflow::action::{Action, Instruction};
-use crate::openflow::oxm::{Match, MatchField};
-use crate::openflow::{Category, cookie};
+use crate::openflow::action::Action;
+use crate::openflow::oxm::MatchField;
+use crate::openflow::{Category, Flow, cookie};
 
 fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
@@ -40,17 +40,12 @@ fn flags() {
 }
 
 fn desc(ck: u64, table: u8, priority: u16, out: u32) -> FlowDesc {
+    let flow = Flow::new(table, priority)
+        .matching(MatchField::InPort(out))
+        .actions([Action::output(out)]);
     FlowDesc {
-        table_id: table,
-        priority,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        flags: 0,
-        importance: 0,
         cookie: ck,
-        match_: Match::new(vec![MatchField::InPort(out)]),
-        stats: Vec::new(),
-        instructions: vec![Instruction::ApplyActions(vec![Action::output(out)])],
+        ..flow.to_desc()
     }
 }
 

@@ -205,20 +205,10 @@ impl OfFlows {
     /// Flows on the switch whose cookie matches `cookie` under `mask` (multipart
     /// FLOW_DESC), all parts collected.
     pub fn dump(&self, cookie: u64, mask: u64) -> Result<Vec<FlowDesc>, OfError> {
-        let req = Body::MultipartRequest(MultipartRequest {
-            flags: 0,
-            body: MultipartRequestBody::FlowDesc(FlowDescRequest::by_cookie(cookie, mask)),
-        });
-        let r = self.shared.transact15(vec![req], "flow dump")?;
-        let mut out = Vec::new();
-        for (_, m) in r.replies {
-            if let Body::MultipartReply(mp) = m.body {
-                if let MultipartReplyBody::FlowDesc(v) = mp.body {
-                    out.extend(v);
-                }
-            }
-        }
-        Ok(out)
+        let r = self
+            .shared
+            .transact15(vec![flow_dump_request(cookie, mask)], "flow dump")?;
+        Ok(dumped_flows(r))
     }
 
     /// The bridge's ports as OF1.5 port descriptions (numbers, names, hw_addr).
@@ -615,6 +605,28 @@ impl Shared {
         }
         first.map_or(Ok(()), Err)
     }
+}
+
+/// The multipart FLOW_DESC request for every flow whose cookie matches `cookie` under
+/// `mask` (also `tether flows`'s, on its own connection).
+pub fn flow_dump_request(cookie: u64, mask: u64) -> Body {
+    Body::MultipartRequest(MultipartRequest {
+        flags: 0,
+        body: MultipartRequestBody::FlowDesc(FlowDescRequest::by_cookie(cookie, mask)),
+    })
+}
+
+/// The flows of every part of a FLOW_DESC reply.
+pub fn dumped_flows(r: Reply) -> Vec<FlowDesc> {
+    let mut out = Vec::new();
+    for (_, m) in r.replies {
+        if let Body::MultipartReply(mp) = m.body {
+            if let MultipartReplyBody::FlowDesc(v) = mp.body {
+                out.extend(v);
+            }
+        }
+    }
+    out
 }
 
 /// Plan every owner's flows against `set`, each against the set as the owners before it

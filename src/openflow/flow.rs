@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::action::{Action, Instruction};
 use super::consts::FlowModCommand;
-use super::flowmod::FlowMod;
+use super::flowmod::{FlowDesc, FlowMod};
 use super::oxm::{Match, MatchField};
 
 /// Cookie category (bits 40..47), numbered as Antrea's `cookie.Category`.
@@ -141,6 +141,20 @@ impl Flow {
         self.value.idle_timeout = idle;
         self.value.hard_timeout = hard;
         self
+    }
+
+    /// The flow as a switch describes it (cookie 0, no counters): what `tether plan`
+    /// prints and compares with the switch's own descriptions.
+    pub fn to_desc(&self) -> FlowDesc {
+        FlowDesc {
+            table_id: self.key.table,
+            priority: self.key.priority,
+            idle_timeout: self.value.idle_timeout,
+            hard_timeout: self.value.hard_timeout,
+            match_: self.key.match_.clone(),
+            instructions: self.value.instructions.as_ref().clone(),
+            ..FlowDesc::default()
+        }
     }
 
     /// The flow mod that installs (`ADD`), changes (`MODIFY_STRICT`) or removes

@@ -222,7 +222,7 @@ impl FlowDescRequest {
 }
 
 /// One `ofp_flow_desc` (OF1.5 §7.3.5.2). `stats` is the OXS list of `ofp_stats`, raw.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowDesc {
     pub table_id: u8,
     pub priority: u16,

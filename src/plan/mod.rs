@@ -120,21 +120,6 @@ fn flow_text(table: u8, priority: u16, d: FlowDesc) -> String {
     format_flow(&d, false)
 }
 
-fn desc_of(f: &Flow) -> FlowDesc {
-    FlowDesc {
-        table_id: f.key.table,
-        priority: f.key.priority,
-        idle_timeout: f.value.idle_timeout,
-        hard_timeout: f.value.hard_timeout,
-        flags: 0,
-        importance: 0,
-        cookie: 0,
-        match_: f.key.match_.clone(),
-        stats: Vec::new(),
-        instructions: f.value.instructions.as_ref().clone(),
-    }
-}
-
 /// Desired flows per owner against the switch's: the flows to add and to delete, compared
 /// by owner and text (a flow that only changes round is unchanged: `run` re-installs it
 /// under its new round in the same bundle that deletes the old). Pure.
@@ -147,7 +132,7 @@ pub fn diff_flows(
         .iter()
         .flat_map(|(o, fs)| {
             fs.iter()
-                .map(move |f| (*o, flow_text(f.key.table, f.key.priority, desc_of(f))))
+                .map(move |f| (*o, flow_text(f.key.table, f.key.priority, f.to_desc())))
         })
         .collect();
     let have: BTreeSet<(Owner, String)> = current

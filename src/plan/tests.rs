@@ -13,7 +13,7 @@ fn flow(port: u32) -> Flow {
 fn on_switch(ck: u64, f: &Flow) -> FlowDesc {
     FlowDesc {
         cookie: ck,
-        ..desc_of(f)
+        ..f.to_desc()
     }
 }
 

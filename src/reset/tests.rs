@@ -42,16 +42,8 @@ fn view(ports: Vec<PortData>, ids: &[(&str, &str)]) -> BridgeView {
 
 fn flow(ck: u64) -> FlowDesc {
     FlowDesc {
-        table_id: 0,
-        priority: 0,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        flags: 0,
-        importance: 0,
         cookie: ck,
-        match_: Default::default(),
-        stats: Vec::new(),
-        instructions: Vec::new(),
+        ..FlowDesc::default()
     }
 }
 
