@@ -322,22 +322,33 @@ fn mac_masked(m: &Mac, mask: Option<&Mac>) -> String {
 }
 
 fn v4_masked(a: Ipv4Addr, m: Option<Ipv4Addr>) -> String {
-    match m.map(u32::from) {
-        None | Some(u32::MAX) => a.to_string(),
-        Some(bits) if bits.leading_ones() + bits.trailing_zeros() == 32 => {
-            format!("{a}/{}", bits.leading_ones())
-        }
-        Some(_) => format!("{a}/{}", m.map_or(String::new(), |m| m.to_string())),
-    }
+    net_masked(a, m, m.map(|m| u128::from(u32::from(m)) << 96), 32)
 }
 
 fn v6_masked(a: Ipv6Addr, m: Option<Ipv6Addr>) -> String {
-    match m.map(u128::from) {
-        None | Some(u128::MAX) => a.to_string(),
-        Some(bits) if bits.leading_ones() + bits.trailing_zeros() == 128 => {
-            format!("{a}/{}", bits.leading_ones())
+    net_masked(a, m, m.map(u128::from), 128)
+}
+
+/// An address and its mask as OVS prints them: bare when exact, `/len` for a prefix, else
+/// `/mask`. `bits` is the mask aligned to the left of 128 bits; `width` the address's.
+fn net_masked<A: std::fmt::Display>(
+    addr: A,
+    mask: Option<A>,
+    bits: Option<u128>,
+    width: u32,
+) -> String {
+    match (mask, bits) {
+        (Some(m), Some(b)) => {
+            let ones = b.leading_ones();
+            if ones >= width {
+                addr.to_string()
+            } else if ones + b.trailing_zeros() == 128 {
+                format!("{addr}/{ones}")
+            } else {
+                format!("{addr}/{m}")
+            }
         }
-        Some(_) => format!("{a}/{}", m.map_or(String::new(), |m| m.to_string())),
+        _ => addr.to_string(),
     }
 }
 
