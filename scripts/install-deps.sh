@@ -7,10 +7,11 @@ set -euo pipefail
 # systemd-container and debootstrap: the systemd tier boots a Debian tree with a real systemd
 # (scripts/vm-tree.sh); dnsmasq-base (the binary, no service): its DHCP server. rpm:
 # scripts/package.sh builds the .rpm with its rpmbuild (dpkg-deb is part of dpkg).
+# qemu-system-x86, qemu-utils, e2fsprogs: the kernel tier boots Debian's kernel in a VM (scripts/kernel-image.sh).
 PKGS=(openvswitch-switch iproute2 iputils-ping tcpdump ethtool procps systemd-container debootstrap
-  dnsmasq-base util-linux rpm)
+  dnsmasq-base util-linux rpm qemu-system-x86 qemu-utils e2fsprogs)
 TOOLS=(ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl ip ping tcpdump ethtool sysctl
-  systemd-nspawn debootstrap dnsmasq nsenter flock rpmbuild dpkg-deb)
+  systemd-nspawn debootstrap dnsmasq nsenter flock rpmbuild dpkg-deb qemu-system-x86_64 qemu-img mkfs.ext4)
 
 missing=()
 for t in "${TOOLS[@]}"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done

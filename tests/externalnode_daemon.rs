@@ -94,7 +94,7 @@ impl Daemon {
     /// Wait for the crash point to abort it (SIGABRT).
     fn expect_abort(mut self, sb: &Sandbox, what: &str) {
         let mut c = self.child.take().unwrap();
-        let end = Instant::now() + Duration::from_secs(20);
+        let end = Instant::now() + common::patience(Duration::from_secs(20));
         let st = loop {
             if let Some(st) = c.try_wait().unwrap() {
                 break st;
@@ -532,7 +532,7 @@ fn vm_snapshot(vm: &common::Netns) -> serde_json::Value {
 /// The VM namespace equals `before` (ovs-vswitchd drops PROMISC a moment after a port
 /// goes: that is the only thing waited for).
 fn assert_vm_restored(vm: &common::Netns, before: &serde_json::Value, what: &str) {
-    let end = Instant::now() + Duration::from_secs(5);
+    let end = Instant::now() + common::patience(Duration::from_secs(5));
     loop {
         let now = vm_snapshot(vm);
         if &now == before {

@@ -124,6 +124,7 @@ impl Rng {
 
 /// Poll `f` every 50 ms until it is `Ok`; on timeout, fail with its last error.
 fn wait_ok<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let timeout = common::patience(timeout);
     let end = Instant::now() + timeout;
     loop {
         match f() {

@@ -66,7 +66,18 @@ fn dummy_ports_with_enable_dummy() {
         return;
     }
     let sb = Sandbox::start_with(SandboxOpts { dummy: true });
-    sb.add_bridge("br-int");
+    // On a userspace bridge whatever the test datapath: dummy ports live in ovs-vswitchd
+    // only, and a kernel datapath cannot hold them (ofport -1 on a `system` bridge). The
+    // scale benches, which use them, run on `netdev` for that reason.
+    sb.vsctl(&[
+        "add-br",
+        "br-int",
+        "--",
+        "set",
+        "bridge",
+        "br-int",
+        "datapath_type=netdev",
+    ]);
     sb.vsctl(&[
         "add-port",
         "br-int",

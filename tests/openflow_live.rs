@@ -37,9 +37,9 @@ const EN: Owner = Owner {
 fn start(sb: &Sandbox, round: u16) -> OfFlows {
     let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", round);
     assert_eq!(cfg.mgmt, sb.mgmt("br-int"));
-    cfg.timeout = Duration::from_secs(20);
+    cfg.timeout = common::patience(Duration::from_secs(20));
     let of = OfFlows::start(cfg).expect("start OfFlows");
-    of.wait_connected(Duration::from_secs(10))
+    of.wait_connected(common::patience(Duration::from_secs(10)))
         .expect("OfFlows connects");
     of
 }
@@ -309,7 +309,7 @@ fn concurrent_applies_share_one_bundle_and_isolate_a_bad_one() {
     let sb = sandbox();
     let of = Arc::new(start(&sb, 1));
     of.reconnects()
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(common::patience(Duration::from_secs(10)))
         .expect("the first connection's replay");
     // 30,000 flows keep the switch busy for a while (hundreds of ms).
     let big = Owner {
@@ -443,7 +443,7 @@ fn kill9_of_vswitchd_is_healed_by_replay() {
     // Drain the replay signal of the first connection.
     let first = of
         .reconnects()
-        .recv_timeout(Duration::from_secs(5))
+        .recv_timeout(common::patience(Duration::from_secs(5)))
         .unwrap();
 
     sb.kill9("ovs-vswitchd");
@@ -451,7 +451,7 @@ fn kill9_of_vswitchd_is_healed_by_replay() {
     sb.start_vswitchd();
     let generation = of
         .reconnects()
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(common::patience(Duration::from_secs(10)))
         .unwrap();
     assert!(generation > first, "generation {generation} after {first}");
     // Poll rather than assert a time: the replay and the OF1.0 reconnect race each other.
@@ -515,7 +515,7 @@ fn leftovers_of_the_same_round_go_with_the_first_bundle() {
     // The connection's replay is done (with nothing to put back).
     again
         .reconnects()
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(common::patience(Duration::from_secs(10)))
         .expect("replay after the first connection");
     assert_eq!(
         sb.dump_flows("br-int", None).len(),
@@ -552,7 +552,7 @@ fn a_bridge_without_openflow15_is_refused_clearly() {
     )
     .unwrap();
     let err = wait_for(Duration::from_secs(10), "negotiation error", || match conn
-        .transact(Vec::new(), Duration::from_secs(5))
+        .transact(Vec::new(), common::patience(Duration::from_secs(5)))
     {
         Err(e @ OfError::Negotiation { .. }) => Some(e),
         _ => None,
@@ -585,7 +585,7 @@ fn no_flood_is_reapplied_to_a_port_that_comes_back_late() {
     sb.vsctl(&["--no-wait", "del-port", "br-int", "tc0"]);
     sb.start_vswitchd();
     of.reconnects()
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(common::patience(Duration::from_secs(10)))
         .unwrap();
     assert_eq!(no_flood_ports(&sb), Vec::<String>::new());
     let request = format!("ofport_request={tc0}");

@@ -64,7 +64,9 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         Remote::Unix(sb.db_sock()),
         ClientOptions::default(),
     ));
-    client.wait_connected(Duration::from_secs(10)).unwrap();
+    client
+        .wait_connected(common::patience(Duration::from_secs(10)))
+        .unwrap();
     let bridge = Arc::new(LiveBridge::new(
         BridgeDb::ensure(client.clone(), "br-int", common::datapath()).unwrap(),
     ));
@@ -74,14 +76,15 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         || bridge.interfaces().pod("prod/web").and_then(|i| i.ofport()),
     );
     let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", 1);
-    cfg.timeout = Duration::from_secs(20);
+    cfg.timeout = common::patience(Duration::from_secs(20));
     let of = Arc::new(OfFlows::start(cfg).unwrap());
-    of.wait_connected(Duration::from_secs(10)).unwrap();
+    of.wait_connected(common::patience(Duration::from_secs(10)))
+        .unwrap();
     // The backend replays its flow set on every connection: wait until it has, so that
     // only the sync is counted. (The set is empty: the replay sends nothing, and the
     // delete of this round's leftovers heads the next bundle, the sync's.)
     of.reconnects()
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(common::patience(Duration::from_secs(10)))
         .expect("the first connection's replay");
 
     let stores = Stores::default();

@@ -55,7 +55,7 @@ pub use fake::{Call, FakeLinks};
 pub use moving::{
     Applied, ApplyError, LinkChange, LinkStep, NicConfig, Plan, StepError, TENTATIVE_RETRIES,
     TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move, plan_sysctls,
-    read_sysctls,
+    plan_uplink_ipv6_off, read_sysctls,
 };
 pub use naming::{IFNAME_MAX, UPLINK_SUFFIX, uplink_name, valid_ifname};
 pub use rtnl::Rtnl;

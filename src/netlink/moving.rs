@@ -143,6 +143,33 @@ pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)])
     Plan { steps }
 }
 
+/// The step that turns IPv6 off on the uplink while the datapath holds it, if it is on.
+/// The NIC keeps the kernel's own link-local address and routes through the rename; its
+/// MAC is the host port's, so the two would own the same fe80:: address, and the kernel
+/// still sends from the uplink (router and neighbour solicitations, MLD reports) while
+/// the datapath takes everything it receives. The NIC's own value is in the takeover
+/// record and goes back with it (`plan_sysctls` on the way back).
+pub fn plan_uplink_ipv6_off(uplink: &Link, current: &[(DevSysctl, String)]) -> Plan {
+    let key = DevSysctl::Ipv6DisableIpv6;
+    let steps = current
+        .iter()
+        .find(|(k, _)| *k == key)
+        .filter(|(_, was)| was != "1")
+        .map(|(_, was)| {
+            LinkStep::new(
+                uplink,
+                LinkChange::SetSysctl {
+                    key,
+                    value: "1".into(),
+                    was: was.clone(),
+                },
+            )
+        })
+        .into_iter()
+        .collect();
+    Plan { steps }
+}
+
 /// One change to one link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkChange {

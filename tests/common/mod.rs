@@ -59,8 +59,33 @@ pub fn try_run(cmd: &mut Command) -> Result<String, String> {
     }
 }
 
-/// Poll `f` every 20 ms until it returns Some or `timeout` passes (then panic naming `what`).
+/// How many times slower than this machine the one the tests run on may be:
+/// `TETHER_TEST_TIMEOUT_SCALE` (a whole number, 1 by default). The kernel tier's VM sets it
+/// (scripts/kernel-vm.sh: 8 under software emulation, where every fork and every OVS
+/// reconfiguration takes several times as long).
+pub fn timeout_scale() -> u32 {
+    static SCALE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *SCALE.get_or_init(
+        || match std::env::var("TETHER_TEST_TIMEOUT_SCALE").as_deref() {
+            Err(_) | Ok("") => 1,
+            Ok(v) => match v.parse::<u32>() {
+                Ok(n) if n >= 1 => n,
+                _ => panic!("TETHER_TEST_TIMEOUT_SCALE={v:?}: a whole number >= 1"),
+            },
+        },
+    )
+}
+
+/// `d` stretched by [`timeout_scale`]: what a deadline written for this machine becomes on
+/// the machine the tests run on. Every wait of the harness goes through it.
+pub fn patience(d: Duration) -> Duration {
+    d * timeout_scale()
+}
+
+/// Poll `f` every 20 ms until it returns Some or `timeout` (stretched by [`patience`])
+/// passes; then panic naming `what`.
 pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let timeout = patience(timeout);
     let end = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {

@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::{Netns, pid_alive, run, try_run, unique_suffix, wait_for};
+use super::{Netns, patience, pid_alive, run, try_run, unique_suffix, wait_for};
 
 pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 /// Seconds for every ovs-vsctl/ovs-ofctl/ovs-appctl call: without it they hang forever
-/// while vswitchd is down (docs/datapath.md#8-test-harness).
-pub const TOOL_TIMEOUT: &str = "10";
+/// while vswitchd is down (docs/datapath.md#8-test-harness). Stretched by [`patience`].
+pub fn tool_timeout() -> u64 {
+    patience(Duration::from_secs(10)).as_secs()
+}
 
 /// The datapath type every test uses: `TETHER_TEST_DATAPATH`, `netdev` by default (these
 /// machines' kernels have no openvswitch module). `system` needs the module and fails
@@ -105,17 +107,18 @@ impl Sandbox {
         self.path("db.sock")
     }
 
-    /// tether's own OVSDB client on this sandbox, and `bridge` (netdev) made sure of.
+    /// tether's own OVSDB client on this sandbox, and `bridge` (of the test datapath) made
+    /// sure of.
     pub fn bridge_db(&self, bridge: &str) -> tether::ovsdb::BridgeDb {
         let client = std::sync::Arc::new(
             tether::ovsdb::Client::connect(
                 tether::ovsdb::Remote::Unix(self.db_sock()),
                 tether::ovsdb::ClientOptions::default(),
-                Duration::from_secs(10),
+                patience(Duration::from_secs(10)),
             )
             .expect("connect to the sandbox's ovsdb-server"),
         );
-        tether::ovsdb::BridgeDb::ensure(client, bridge, "netdev").expect("ensure the bridge")
+        tether::ovsdb::BridgeDb::ensure(client, bridge, datapath()).expect("ensure the bridge")
     }
 
     /// `<dir>/<bridge>.mgmt`, the bridge's OpenFlow socket.
@@ -136,7 +139,7 @@ impl Sandbox {
     fn tool(&self, tool: &str, args: &[&str]) -> Command {
         let mut c = Command::new(tool);
         self.daemon_env(&mut c);
-        c.arg(format!("--timeout={TOOL_TIMEOUT}")).args(args);
+        c.arg(format!("--timeout={}", tool_timeout())).args(args);
         c
     }
 
@@ -199,7 +202,7 @@ impl Sandbox {
         // A detached daemon is reaped by pid 1 a little later; until then the new one
         // may find the old pid "running" (kill -0 succeeds on zombies). Wait for the
         // reaping (bounded), and drop the stale pid file either way.
-        for _ in 0..250 {
+        for _ in 0..250 * super::timeout_scale() {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 break;
             }
@@ -332,7 +335,7 @@ impl Sandbox {
         ])
         .args(extra);
         let _ = c.output();
-        for _ in 0..100 {
+        for _ in 0..100 * super::timeout_scale() {
             if !pid_alive(pid) {
                 return;
             }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::{Netns, pid_alive, wait_for};
+use super::{Netns, patience, pid_alive, wait_for};
 
 /// The binary cargo built for this test run (integration tests get its path from cargo;
 /// examples fall back to the target dir next to themselves), or `TETHER_TEST_BIN`.
@@ -91,7 +91,8 @@ impl Tether {
         let _ = Command::new("kill")
             .args(["-TERM", &c.id().to_string()])
             .output();
-        for _ in 0..250 {
+        let deadline = std::time::Instant::now() + patience(Duration::from_secs(5));
+        while std::time::Instant::now() < deadline {
             if let Ok(Some(st)) = c.try_wait() {
                 return st.code();
             }
@@ -101,10 +102,10 @@ impl Tether {
         c.wait().ok().and_then(|s| s.code())
     }
 
-    /// Wait (up to `timeout`) for the daemon to exit by itself; its exit code, or None if
-    /// it is still running (or was killed by a signal).
+    /// Wait (up to `timeout`, stretched by [`patience`]) for the daemon to exit by itself;
+    /// its exit code, or None if it is still running (or was killed by a signal).
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = std::time::Instant::now() + patience(timeout);
         let c = self.child.as_mut()?;
         while std::time::Instant::now() < deadline {
             if let Ok(Some(st)) = c.try_wait() {

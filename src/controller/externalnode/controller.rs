@@ -30,7 +30,7 @@ use crate::controller::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork, Vsw
 use crate::k8s::Stores;
 use crate::netlink::{
     Link, LinkError, Links, apply, apply_best_effort, capture, plan_move, plan_sysctls,
-    read_sysctls, uplink_name,
+    plan_uplink_ipv6_off, read_sysctls, uplink_name,
 };
 use crate::openflow::{Category, Owner};
 use crate::ovsdb::unixctl;
@@ -474,7 +474,32 @@ impl EnController {
         if let Err(e) = self.hostnet.attached(&a.nic, &a.uplink) {
             log::warn!("externalnode nic={}: {e}", a.nic);
         }
+        self.uplink_ipv6_off(&a.uplink);
         self.install_pair(&a.nic, &a.uplink)
+    }
+
+    /// IPv6 off on an attached uplink, as a takeover leaves it (`plan_uplink_ipv6_off`): a
+    /// NIC taken over by an older tether, or by Antrea's agent, still has it on. Not
+    /// fatal: the VM is reachable either way.
+    fn uplink_ipv6_off(&self, uplink: &str) {
+        let links = self.links.as_ref();
+        let Ok(link) = links.link_by_name(uplink) else {
+            return;
+        };
+        let plan = match read_sysctls(links, uplink) {
+            Ok(now) => plan_uplink_ipv6_off(&link, &now),
+            Err(e) => {
+                log::warn!("externalnode cannot read the sysctls of uplink {uplink}: {e}");
+                return;
+            }
+        };
+        if plan.steps.is_empty() {
+            return;
+        }
+        match apply(links, &plan) {
+            Ok(_) => log::info!("externalnode uplink {uplink}: IPv6 turned off while attached"),
+            Err(e) => log::warn!("externalnode uplink {uplink}: cannot turn IPv6 off: {e}"),
+        }
     }
 
     fn install_pair(&self, nic: &str, uplink: &str) -> Result<(), EnError> {

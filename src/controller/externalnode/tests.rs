@@ -760,9 +760,19 @@ fn restart_rebuilds_state_from_ovsdb() {
     assert_attached(&fx);
 }
 
+/// A NIC with IPv6 on (the fixture's links show no sysctls unless given some), so the
+/// takeover turns it off on the uplink.
+fn fixture_ipv6_on() -> Fx {
+    let fx = fixture();
+    fx.links
+        .put_sysctl(fx.eth1, DevSysctl::Ipv6DisableIpv6, "0");
+    fx.links.set_default_sysctl(DevSysctl::Ipv6DisableIpv6, "0");
+    fx
+}
+
 /// How many changing kernel calls a successful takeover makes.
 fn takeover_link_calls() -> usize {
-    let fx = fixture();
+    let fx = fixture_ipv6_on();
     set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
     fx.ctl.sync().unwrap();
     fx.links
@@ -777,8 +787,9 @@ fn a_kernel_failure_at_every_takeover_call_rolls_back() {
     let n = takeover_link_calls();
     assert!(n >= 10, "{n}");
     for k in 0..n {
-        let fx = fixture();
+        let fx = fixture_ipv6_on();
         let before = nic_state(&fx.links, fx.eth1);
+        let sysctls = crate::netlink::read_sysctls(fx.links.as_ref(), "eth1").unwrap();
         set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
         fx.links.fail_call(
             k,
@@ -803,6 +814,11 @@ fn a_kernel_failure_at_every_takeover_call_rolls_back() {
             }
         }
         assert_pristine(&fx, &before);
+        assert_eq!(
+            crate::netlink::read_sysctls(fx.links.as_ref(), "eth1").unwrap(),
+            sysctls,
+            "call {k}: the NIC's sysctls (the uplink's IPv6 among them)"
+        );
         // And the next attempt succeeds.
         fx.ctl.sync().unwrap();
         assert_attached(&fx);
@@ -1335,16 +1351,23 @@ fn the_nic_sysctls_go_to_the_host_port_first() {
         .iter()
         .position(|c| matches!(c, Call::AddAddr(a) if a.local == ip("192.0.2.10")))
         .unwrap();
-    let sets: Vec<(usize, String)> = calls
+    let host_index = fx.links.link_by_name("eth1").unwrap().index;
+    let sets: Vec<(usize, u32, String)> = calls
         .iter()
         .enumerate()
         .filter_map(|(i, c)| match c {
-            Call::SetSysctl(_, k, v) => Some((i, format!("{}={v}", k.id()))),
+            Call::SetSysctl(dev, k, v) => Some((i, *dev, format!("{}={v}", k.id()))),
             _ => None,
         })
         .collect();
+    let on = |dev: u32| -> Vec<&str> {
+        sets.iter()
+            .filter(|(_, d, _)| *d == dev)
+            .map(|(_, _, s)| s.as_str())
+            .collect()
+    };
     assert_eq!(
-        sets.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
+        on(host_index),
         [
             "ipv6.disable_ipv6=0",
             "ipv6.accept_dad=0",
@@ -1356,7 +1379,14 @@ fn the_nic_sysctls_go_to_the_host_port_first() {
             "ipv4.forwarding=1",
         ]
     );
-    assert!(sets.iter().all(|(i, _)| *i < first_addr), "{calls:?}");
+    assert!(
+        sets.iter()
+            .filter(|(_, d, _)| *d == host_index)
+            .all(|(i, _, _)| *i < first_addr),
+        "{calls:?}"
+    );
+    // The uplink: IPv6 off once its addresses have moved (nothing else changes on it).
+    assert_eq!(on(fx.eth1), ["ipv6.disable_ipv6=1"]);
     set_en(&fx, None);
     fx.ctl.sync().unwrap();
     assert_pristine(&fx, &before);
@@ -1364,6 +1394,44 @@ fn the_nic_sysctls_go_to_the_host_port_first() {
         crate::netlink::read_sysctls(fx.links.as_ref(), "eth1").unwrap(),
         nic_sysctls
     );
+}
+
+/// The uplink keeps the kernel's IPv6 link-local address through the rename, the same
+/// one as the host port's (same MAC), and sends from it: IPv6 is off on it while it is
+/// held, and the NIC's own value comes back with the restore, after a rollback too, and
+/// on a NIC taken over before tether did this (a sync of an attached NIC turns it off).
+#[test]
+fn the_uplink_has_ipv6_off_while_it_is_held() {
+    let fx = fixture_ipv6_on();
+    let before = nic_state(&fx.links, fx.eth1);
+    let disable = |dev: &str| {
+        fx.links
+            .sysctl(dev, DevSysctl::Ipv6DisableIpv6)
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(disable("eth1"), "0");
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10"])));
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+    assert_eq!(
+        (disable("eth1~"), disable("eth1")),
+        ("1".into(), "0".into())
+    );
+
+    // Turned on by someone (or by an older takeover): the next sync turns it off again.
+    fx.links
+        .set_sysctl("eth1~", DevSysctl::Ipv6DisableIpv6, "0")
+        .unwrap();
+    fx.ctl.sync().unwrap();
+    assert_eq!(disable("eth1~"), "1");
+
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+    assert_eq!(disable("eth1"), "0");
+    // A rollback at any call gives the NIC its value back too:
+    // a_kernel_failure_at_every_takeover_call_rolls_back.
 }
 
 /// Without the copy (a NIC whose sysctls the kernel does not show), EACCES on the IPv6

@@ -171,8 +171,9 @@ impl EnController {
         Ok(())
     }
 
-    /// Give the host port the NIC's sysctls, addresses and routes, and check that it is
-    /// the NIC to the outside (`identity`).
+    /// Give the host port the NIC's sysctls, addresses and routes, turn IPv6 off on the
+    /// uplink (its link-local address is the host port's), and check that the host port
+    /// is the NIC to the outside (`identity`).
     pub(super) fn take_move(&self, rec: &Record) -> Result<(), EnError> {
         let (nic, uplink) = (&rec.nic, &rec.uplink);
         let ifindex = rec.config.ifindex;
@@ -199,6 +200,10 @@ impl EnController {
         let mut plan = plan_sysctls(&rec.config, &host, &current);
         plan.steps
             .extend(plan_move(&rec.config, Some(&nic_link), &host).steps);
+        let uplink_now = read_sysctls(links, &nic_link.name)
+            .map_err(link_err(format!("read the sysctls of uplink {uplink}")))?;
+        plan.steps
+            .extend(plan_uplink_ipv6_off(&nic_link, &uplink_now).steps);
         apply(links, &plan).map_err(|error| EnError::Move {
             nic: nic.clone(),
             error,

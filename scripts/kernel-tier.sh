@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# kernel-tier.sh: the packet tests on Open vSwitch's kernel (`system`) datapath, the one
+# production VMs use. These machines' own kernels have no openvswitch module, so the tests run
+# in a VM: Debian bookworm's own kernel (6.1, with openvswitch.ko) and systemd, booted with
+# QEMU (scripts/kernel-vm.sh; hardware KVM where the host has it, else software emulation,
+# said in the output; the harness's timeouts scale with it). The test binaries are built on
+# the host (`cargo test --no-run`) and run in the guest with TETHER_TEST_DATAPATH=system, the
+# repository shared at its own path. Then, in the same VM, the reboot scenario
+# (tests/kernel_vm/reboot.sh): tether's unit enabled, the NIC taken over, a real reboot.
+#   sudo ./scripts/kernel-tier.sh                  everything below
+#   sudo ./scripts/kernel-tier.sh externalnode ... only these test binaries (and no reboot)
+#   KERNEL_TIER_REBOOT=0                           skip the reboot scenario
+# Where the tier cannot run (no qemu, not root) it says why and FAILS; set
+# TETHER_SKIP_KERNEL_TIER=1 to skip it on purpose (it then says so and exits 0).
+# Results: target/kernel-tier/ (suite.txt: one line per binary; test-<name>.log; the
+# console; reboot.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+if [[ ${TETHER_SKIP_KERNEL_TIER:-0} == 1 ]]; then
+  echo "kernel tier: SKIPPED (TETHER_SKIP_KERNEL_TIER=1): nothing ran on the kernel datapath" >&2
+  exit 0
+fi
+fail() {
+  echo "kernel tier: CANNOT RUN: $*" >&2
+  echo "kernel tier: set TETHER_SKIP_KERNEL_TIER=1 to skip it deliberately" >&2
+  exit 1
+}
+[[ $(id -u) -eq 0 ]] || fail "needs root (the VM image, qemu's 9p shares as root)"
+for t in qemu-system-x86_64 qemu-img mkfs.ext4; do
+  command -v "$t" >/dev/null || fail "$t is missing (sudo ./scripts/install-deps.sh)"
+done
+
+# The test binaries on the kernel datapath, with the test threads each gets (two vCPUs; a
+# binary whose tests time each other, or share the module, gets one).
+ALL=(
+  "harness 2" "ovsdb 2" "openflow_live 2" "netlink_kernel 2" "datapath 2"
+  "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_live 2"
+  "plan_cmd 1" "flows_cmd 1" "product 1" "host_input 2" "bad_input 2" "faults 1"
+  "kernel_datapath 1"
+)
+reboot=${KERNEL_TIER_REBOOT:-1}
+wanted=()
+if (($#)); then
+  reboot=0
+  for w in "$@"; do
+    found=""
+    for e in "${ALL[@]}"; do [[ ${e%% *} == "$w" ]] && found=$e; done
+    [[ -n $found ]] || { echo "kernel tier: no test binary '$w' in the tier (${ALL[*]%% *})" >&2; exit 2; }
+    wanted+=("$found")
+  done
+else
+  wanted=("${ALL[@]}")
+fi
+
+out=$repo/target/kernel-tier
+rm -rf "$out"
+mkdir -p "$out"
+work=$(mktemp -d /tmp/tether-kernel-tier.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+echo "== kernel tier: building the test binaries" >&2
+names=()
+for e in "${wanted[@]}"; do names+=(--test "${e%% *}"); done
+cargo test --locked --no-run --message-format=json "${names[@]}" >"$work/build.json" 2>"$work/build.err" ||
+  { cat "$work/build.err" >&2; exit 1; }
+cargo build --locked --bin tether 2>>"$work/build.err"
+: >"$work/tests.list"
+for e in "${wanted[@]}"; do
+  name=${e%% *} threads=${e##* }
+  bin=$(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+       and m["target"]["name"] == sys.argv[2] and "test" in m["target"]["kind"]:
+        print(m["executable"])' "$work/build.json" "$name")
+  [[ -x $bin ]] || { echo "kernel tier: no test binary for $name" >&2; exit 1; }
+  echo "$name $bin $threads" >>"$work/tests.list"
+done
+printf 'REPO=%q\n' "$repo" >"$work/tier.env"
+files=("$work/tests.list" "$work/tier.env")
+vm_opts=(-v "$repo:$repo" --out "$out/vm")
+if ((reboot)); then
+  files+=(tests/kernel_vm/reboot.sh)
+  printf 'TETHER_BIN=%q\n' "$repo/target/debug/tether" >>"$work/tier.env"
+  vm_opts+=(--nics)
+fi
+
+echo "== kernel tier: ${#wanted[@]} test binaries$( ((reboot)) && echo ", then a reboot") in a VM" >&2
+start=$SECONDS
+rc=0
+./scripts/kernel-vm.sh "${vm_opts[@]}" tests/kernel_vm/suite.sh "${files[@]}" || rc=$?
+for f in suite.txt reboot.txt; do
+  [[ -f $out/vm/$f ]] && cp "$out/vm/$f" "$out/$f"
+done
+echo "== kernel tier results ($((SECONDS - start)) s, $(cat "$out/vm/timing" 2>/dev/null | sed 's/^kernel-vm: //'))" >&2
+cat "$out/suite.txt" 2>/dev/null >&2 || echo "(no suite results)" >&2
+[[ -f $out/reboot.txt ]] && cat "$out/reboot.txt" >&2
+for log in "$out"/vm/test-*.log; do
+  [[ -f $log ]] || continue
+  if grep -qE '^test .* FAILED$|^error: test failed' "$log"; then
+    echo "--- $(basename "$log"): failures" >&2
+    sed -n '/^failures:$/,/^test result/p' "$log" | head -n 150 >&2
+  fi
+done
+if ((rc)); then
+  echo "kernel tier: FAILED (rc=$rc; logs in $out/vm)" >&2
+  exit 1
+fi
+echo "kernel tier: passed" >&2

@@ -1,0 +1,45 @@
+#!/bin/bash
+# suite.sh (inside the kernel tier's VM, as its payload): tether's privileged test binaries on
+# the kernel datapath. scripts/kernel-tier.sh built them on the host and shares the
+# repository ($REPO, from ./tier.env) at the path it was built at, so that the paths compiled
+# into the binaries (CARGO_BIN_EXE_tether, CARGO_MANIFEST_DIR) resolve; cargo runs tests from
+# there too. ./tests.list names them, one per line:
+#   <name> <path to the test binary> [test-threads]
+# For each: out/test-<name>.log, and a line in out/suite.txt:
+#   <name> rc=<n> <seconds>s <cargo's result line>
+# Then the reboot scenario (./reboot.sh) when it is next to this script, across a real reboot.
+set -u
+. ./tier.env
+out=$PWD/out
+mkdir -p "$out"
+export TETHER_TEST_DATAPATH=system RUST_BACKTRACE=1
+if [[ ${TIER_BOOT:-1} == 1 ]]; then
+  modprobe openvswitch || { echo "suite: modprobe openvswitch failed"; exit 1; }
+  echo "suite: kernel $(uname -r), openvswitch $(modinfo -F version openvswitch 2>/dev/null || echo in-tree)," \
+    "$(ovs-vswitchd --version | head -n 1), accel=$TETHER_VM_ACCEL scale=$TETHER_TEST_TIMEOUT_SCALE"
+  rc_all=0
+  : >"$out/suite.txt"
+  while read -r name bin threads; do
+    [[ -z $name || $name == \#* ]] && continue
+    s=$(date +%s.%N)
+    # The tests create their namespaces and OVS sandboxes under /tmp and remove them.
+    (cd "$REPO" && "$bin" --test-threads="${threads:-2}") >"$out/test-$name.log" 2>&1
+    rc=$?
+    d=$(awk -v a="$(date +%s.%N)" -v b="$s" 'BEGIN { printf "%.1f", a - b }')
+    res=$(grep -E '^test result' "$out/test-$name.log" | tail -n 1)
+    printf '%-22s rc=%d %7ss  %s\n' "$name" "$rc" "$d" "${res:-no result line}" | tee -a "$out/suite.txt"
+    grep -E '^test .* FAILED$' "$out/test-$name.log" | sed 's/^/    /'
+    ((rc)) && rc_all=1
+  done <tests.list
+  echo "$rc_all" >"$out/suite.rc"
+  if [[ -f reboot.sh ]]; then
+    bash ./reboot.sh
+    exit $?
+  fi
+  exit $rc_all
+fi
+# After the reboot the scenario checks what came back; the suite's verdict counts too.
+bash ./reboot.sh
+rc=$?
+((rc == 0)) && rc=$(cat "$out/suite.rc")
+exit "$rc"
