@@ -567,6 +567,7 @@ fn event_cost(tcs: usize) -> f64 {
                 mac: None,
                 mac_in_use: None,
                 mtu: None,
+                ifindex: None,
             }
         })
         .collect();

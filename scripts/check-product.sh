@@ -6,7 +6,8 @@
 #     with an empty CARGO_HOME, --offline --locked, inside `unshare -n` (no network);
 #  3. that binary is statically linked, runs `tether version` with an empty environment,
 #     holds no test hook (TETHER_CRASH_AT), and its size is printed (goal ≤ 8 MB);
-#  4. scripts/demo.sh (with the debug binary) shows what it should and cleans up.
+#  4. scripts/demo.sh (with the debug binary) shows what it should, tether exits 0 on its
+#     SIGTERM, and everything is cleaned up.
 # Installs what a fresh machine lacks (systemd for systemd-analyze, musl-tools, the Rust
 # musl target) before the network is cut.
 set -euo pipefail
@@ -77,10 +78,11 @@ if ! TETHER_BIN=target/debug/tether DEMO_PAUSE=0 ./scripts/demo.sh </dev/null >"
 fi
 # The takeover keeps the VM reachable without duplicates; the collector saw all 6 packets.
 if grep -q "DUP!" "$log" || ! grep -q "→ 6 mirrored packets" "$log" ||
-  [[ $(grep -c " 0% packet loss" "$log") -ne 4 ]] || ! grep -q "^attached  eth1 " "$log"; then
+  [[ $(grep -c " 0% packet loss" "$log") -ne 4 ]] || ! grep -q "^attached  eth1 " "$log" ||
+  ! grep -q "^tether stopped: SIGTERM → exit 0 " "$log"; then
   cat "$log" >&2
   echo "FAIL: the demo's output is not what it should show" >&2
   exit 1
 fi
 rm -f "$log"
-echo "demo: takeover ping, 6 mirrored packets, status shown, cleaned up" >&2
+echo "demo: takeover ping, 6 mirrored packets, status shown, SIGTERM → exit 0, cleaned up" >&2

@@ -40,8 +40,9 @@ cleanup() {
   say "cleaning up"
   if [[ -n $tether_pid ]] && kill -0 "$tether_pid" 2>/dev/null; then
     kill -TERM "$tether_pid" 2>/dev/null || true
-    wait "$tether_pid" 2>/dev/null || true
-    echo "tether stopped (SIGTERM → exit 0; flows left in place, as on a real VM)"
+    local code=0
+    wait "$tether_pid" 2>/dev/null || code=$?
+    echo "tether stopped: SIGTERM → exit $code (0: a clean stop; flows left in place, as on a real VM)"
   fi
   for ns in "${ALL_NS[@]}"; do
     if ip netns list | awk '{print $1}' | grep -qx "$ns"; then
@@ -140,7 +141,10 @@ in_ns "$VM" "$bin" plan "${flags[@]}" || rc=$?
 echo "(exit code $rc)"
 
 say "5/9 tether run"
-in_ns "$VM" env RUST_LOG=info "$bin" run "${flags[@]}" >"$dir/tether.log" 2>&1 &
+# Backgrounded as a command, not through the in_ns function: `ip netns exec` and `env` exec,
+# so $! is tether itself and the SIGTERM at the end reaches it (a function would be a
+# subshell, and tether would only die with the namespace's kill -9).
+ip netns exec "$VM" env RUST_LOG=info "$bin" run "${flags[@]}" >"$dir/tether.log" 2>&1 &
 tether_pid=$!
 for _ in $(seq 150); do
   if "$bin" status --json --state-socket "$dir/tether.sock" 2>/dev/null | grep -q '"ready": true'; then
@@ -159,9 +163,8 @@ for _ in $(seq 75); do
 done
 # Harness only: with the userspace datapath the kernel still sees the uplink's packets
 # (on a real VM the kernel datapath takes them); keep its stack quiet so replies are not
-# doubled. tether itself never needs this.
-in_ns "$VM" sysctl -qw net.ipv6.conf.eth1~.disable_ipv6=1 net.ipv4.conf.eth1~.arp_ignore=8 \
-  net.ipv4.conf.eth1~.rp_filter=1
+# doubled (IPv6 tether turns off on the uplink itself). tether itself never needs this.
+in_ns "$VM" sysctl -qw net.ipv4.conf.eth1~.arp_ignore=8 net.ipv4.conf.eth1~.rp_filter=1
 run in_ns "$VM" ip -br addr
 run vsctl list-ports br-int
 run in_ns "$GW" ping -c 3 -i 0.2 192.0.2.10

@@ -32,14 +32,24 @@ for t in qemu-system-x86_64 qemu-img mkfs.ext4; do
   command -v "$t" >/dev/null || fail "$t is missing (sudo ./scripts/install-deps.sh)"
 done
 
-# The test binaries on the kernel datapath, with the test threads each gets (two vCPUs; a
-# binary whose tests time each other, or share the module, gets one).
+# The test binaries on the kernel datapath: name, test threads (two vCPUs; one where the
+# tests time each other, load the module or measure recovery), then environment for it.
+# The fault campaigns run with smaller counts than the host's CI tier (each fault costs
+# several times as long here), and print their figures (--nocapture).
 ALL=(
   "harness 2" "ovsdb 2" "openflow_live 2" "netlink_kernel 2" "datapath 2"
   "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_live 2"
-  "plan_cmd 1" "flows_cmd 1" "product 1" "host_input 2" "bad_input 2" "faults 1"
-  "kernel_datapath 1"
+  "plan_cmd 1" "flows_cmd 1" "product 1" "kernel_datapath 1"
+  "faults 1 TETHER_FAULTS=ci FAULTS_VSWITCHD_KILLS=3 FAULTS_OVSDB_RESTARTS=2 FAULTS_API_FAULTS=10 FAULTS_TETHER_KILLS=3 TIER_NOCAPTURE=1"
 )
+# The other privileged binaries run on the host's userspace datapath only, each because no
+# packet and no datapath behaviour is in it:
+#   bad_input, host_input: bad API objects, configs and files parsed by the daemon (what
+#     they check happens before OVS is touched; the datapath type is a config value);
+#   package: the .deb/.rpm read back with dpkg-deb and rpm;
+#   systemd_vm: its own tier (a systemd container on this host; the reboot scenario below
+#     is its kernel-datapath counterpart);
+#   openflow_print, k8s_*, kubectl, python_client, cli*: no OVS datapath at all.
 reboot=${KERNEL_TIER_REBOOT:-1}
 wanted=()
 if (($#)); then
@@ -68,7 +78,7 @@ cargo test --locked --no-run --message-format=json "${names[@]}" >"$work/build.j
 cargo build --locked --bin tether 2>>"$work/build.err"
 : >"$work/tests.list"
 for e in "${wanted[@]}"; do
-  name=${e%% *} threads=${e##* }
+  read -r name threads envs <<<"$e"
   bin=$(python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
@@ -77,7 +87,7 @@ for line in open(sys.argv[1]):
        and m["target"]["name"] == sys.argv[2] and "test" in m["target"]["kind"]:
         print(m["executable"])' "$work/build.json" "$name")
   [[ -x $bin ]] || { echo "kernel tier: no test binary for $name" >&2; exit 1; }
-  echo "$name $bin $threads" >>"$work/tests.list"
+  echo "$name $bin $threads $envs" >>"$work/tests.list"
 done
 printf 'REPO=%q\n' "$repo" >"$work/tier.env"
 files=("$work/tests.list" "$work/tier.env")

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::controller::externalnode::record::HELD_PREFIX;
 use crate::controller::externalnode::{EnConfig, EnController, RECORD_KEY};
 use crate::controller::{Bridge, Flows, LiveBridge};
 use crate::flows::owners::tether_cookie;
@@ -83,7 +84,8 @@ impl Plan {
     }
 }
 
-/// The keys tether writes in `Bridge.external_ids`.
+/// The keys tether writes in `Bridge.external_ids` (and `tether-held:<nic>`, one per NIC
+/// attached: `HELD_PREFIX`).
 const KEYS: [&str; 3] = ["roundNum", RECORD_KEY, CREATED_KEY];
 
 /// Plan step 3 from the bridge (after the NICs are back) and its flows.
@@ -133,9 +135,11 @@ pub fn plan(view: &BridgeView, bridge: &str, flows: &[FlowDesc], delete_bridge: 
     let keys = if fate == BridgeFate::Delete {
         Vec::new()
     } else {
+        let held = |k: &String| k.starts_with(HELD_PREFIX);
         KEYS.iter()
             .filter(|k| view.external_ids.contains_key(**k))
             .map(|k| k.to_string())
+            .chain(view.external_ids.keys().filter(|k| held(k)).cloned())
             .collect()
     };
     Plan {

@@ -156,6 +156,7 @@ mod tests {
             mac: None,
             mac_in_use: Some("02:00:00:00:00:99".into()),
             mtu: None,
+            ifindex: None,
         }
     }
 

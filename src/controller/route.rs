@@ -54,6 +54,9 @@ pub fn route(trigger: Trigger<'_>, stores: &Stores, clashing: &BTreeSet<String>)
             if old.l2 != new.l2 {
                 keys.insert(Key::L2);
             }
+            if old.en != new.en {
+                keys.insert(Key::En);
+            }
             keys
         }
         Trigger::All => {
@@ -176,6 +179,11 @@ pub struct PortView {
     /// SipHash of `l2_flows`: only compared for equality, and a collision (2^-64) would
     /// only delay an L2 sync to the next port change or resync.
     l2: u64,
+    /// SipHash of the ExternalNode's host and uplink ports as OVS reports them (row,
+    /// ofport, error, netdev ifindex, MAC and MTU in use): someone deleted one, or the
+    /// kernel module was reloaded and the host port is a new device. Each needs the
+    /// ExternalNode synced (a rebuild, or the VM's configuration put back).
+    en: u64,
 }
 
 impl PortView {
@@ -189,9 +197,30 @@ impl PortView {
             .collect();
         let mut h = std::hash::DefaultHasher::new();
         l2_flows(ifs).hash(&mut h);
+        let l2 = h.finish();
+        let mut en: Vec<_> = ifs
+            .iter()
+            .filter(|i| matches!(i.role, Role::Host | Role::Uplink))
+            .map(|i| {
+                let p = &i.port;
+                (
+                    &p.name,
+                    &p.uuid.0,
+                    p.ofport,
+                    &p.error,
+                    p.ifindex,
+                    &p.mac_in_use,
+                    p.mtu,
+                )
+            })
+            .collect();
+        en.sort();
+        let mut h = std::hash::DefaultHasher::new();
+        en.hash(&mut h);
         PortView {
             pods,
-            l2: h.finish(),
+            l2,
+            en: h.finish(),
         }
     }
 }

@@ -78,7 +78,16 @@ impl Workers {
             pulse.busy();
             let started = Instant::now();
             let verdict = self.sync(&key);
+            // The ExternalNode may ask to be looked at again by itself: after a put-back of
+            // its host port's configuration, what else changes it comes with no event.
+            let again = match key {
+                Key::En => self.controllers.en.recheck_after(),
+                _ => None,
+            };
             self.finish(key, verdict, started);
+            if let Some(d) = again {
+                self.queue.add_after(Key::En, d);
+            }
         }
     }
 

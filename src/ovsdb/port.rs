@@ -70,6 +70,9 @@ pub struct PortData {
     pub mac_in_use: Option<String>,
     /// The MTU ovs-vswitchd reports for the netdev (`mtu` column), once it has one.
     pub mtu: Option<i64>,
+    /// The netdev's kernel ifindex (`ifindex` column): a new one means a new device, as
+    /// after the kernel module was reloaded (`ovs-ctl force-reload-kmod`).
+    pub ifindex: Option<i64>,
 }
 
 /// Insert Interface, insert Port, add it to the bridge: the three ops of Antrea's
@@ -214,6 +217,7 @@ pub(super) fn port_data_in(r: &super::Replica, port: &Uuid) -> Option<PortData> 
         mac: icol("mac"),
         mac_in_use: icol("mac_in_use"),
         mtu: iface.and_then(|i| i.get("mtu")).and_then(Datum::as_int),
+        ifindex: iface.and_then(|i| i.get("ifindex")).and_then(Datum::as_int),
     })
 }
 

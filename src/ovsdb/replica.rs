@@ -39,6 +39,7 @@ pub const MONITORED: &[(&str, &[&str])] = &[
             "mac",
             "mac_in_use",
             "mtu",
+            "ifindex",
             "options",
             "external_ids",
         ],
@@ -80,6 +81,7 @@ const SINGLE: &[(&str, &str)] = &[
     ("Interface", "mac"),
     ("Interface", "mac_in_use"),
     ("Interface", "mtu"),
+    ("Interface", "ifindex"),
 ];
 
 pub type Table = BTreeMap<Uuid, Row>;

@@ -26,6 +26,7 @@ fn port(n: u8, name: &str, kind: Option<&str>) -> PortData {
         mac: None,
         mac_in_use: None,
         mtu: None,
+        ifindex: None,
     }
 }
 
@@ -55,7 +56,12 @@ fn plans_exactly_what_is_tethers() {
             port(2, "tap0", Some("traffic-control")),
             port(3, "vm-port", None),
         ],
-        &[("roundNum", "4"), ("other", "x"), (CREATED_KEY, "true")],
+        &[
+            ("roundNum", "4"),
+            ("other", "x"),
+            (CREATED_KEY, "true"),
+            ("tether-held:eth9", "{}"),
+        ],
     );
     let base = cookie(4, Category::DEFAULT, 0);
     let tc = cookie(4, Category::TRAFFIC_CONTROL, 9);
@@ -66,7 +72,11 @@ fn plans_exactly_what_is_tethers() {
             ports: vec![(uuid(2), "tap0".into())],
             cookies: vec![base, tc],
             flows: 3,
-            keys: vec!["roundNum".into(), CREATED_KEY.into()],
+            keys: vec![
+                "roundNum".into(),
+                CREATED_KEY.into(),
+                "tether-held:eth9".into()
+            ],
             bridge: BridgeFate::Keep(Some("other ports use it: vm-port".into())),
         }
     );

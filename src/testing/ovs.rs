@@ -53,6 +53,7 @@ impl FakeBridge {
             mac: None,
             mac_in_use: mac.map(str::to_string),
             mtu: None,
+            ifindex: None,
         });
         *n
     }
@@ -147,6 +148,7 @@ impl Bridge for FakeBridge {
                 _ => None,
             },
             mtu: spec.mtu_request.map(i64::from),
+            ifindex: None,
         });
         Ok(uuid)
     }

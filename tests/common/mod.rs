@@ -15,6 +15,7 @@
 
 pub mod netns;
 pub mod ovs;
+pub mod pinger;
 pub mod privilege;
 pub mod relay;
 pub mod tether;

@@ -19,7 +19,7 @@ pub fn put(dir: &Path, name: &str, text: &str) {
 
 pub struct Bed {
     pub sb: Sandbox,
-    _peer: Netns,
+    pub peer: Netns,
     pub manifests: PathBuf,
     pub sock: PathBuf,
 }
@@ -36,7 +36,7 @@ impl Bed {
         let sock = sb.dir().join("tether.sock");
         Bed {
             sb,
-            _peer: peer,
+            peer,
             manifests,
             sock,
         }

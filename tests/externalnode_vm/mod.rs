@@ -97,17 +97,17 @@ pub fn assert_restored(ns: &Netns, dev: &str, before: &Value) {
     assert_eq!(&now, before, "{dev} not restored exactly");
 }
 
-/// Keep the kernel stack off the uplink (harness only; module doc), or undo that. Only on
-/// the netdev datapath: the kernel one takes the uplink's frames itself.
+/// Keep the kernel's IPv4 stack off the uplink (harness only; module doc), or undo that.
+/// Only on the netdev datapath: the kernel one takes the uplink's frames itself. IPv6 is
+/// tether's own doing (it turns it off on the uplink while it holds it).
 pub fn neutralise_uplink(vm: &Netns, uplink: &str, on: bool) {
     if crate::common::kernel_datapath() {
         return;
     }
-    let (v6, arp, rp) = if on { (1, 8, 1) } else { (0, 0, 0) };
+    let (arp, rp) = if on { (8, 1) } else { (0, 0) };
     vm.exec(&[
         "sysctl",
         "-qw",
-        &format!("net.ipv6.conf.{uplink}.disable_ipv6={v6}"),
         &format!("net.ipv4.conf.{uplink}.arp_ignore={arp}"),
         &format!("net.ipv4.conf.{uplink}.rp_filter={rp}"),
     ]);

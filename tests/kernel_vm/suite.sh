@@ -4,7 +4,8 @@
 # repository ($REPO, from ./tier.env) at the path it was built at, so that the paths compiled
 # into the binaries (CARGO_BIN_EXE_tether, CARGO_MANIFEST_DIR) resolve; cargo runs tests from
 # there too. ./tests.list names them, one per line:
-#   <name> <path to the test binary> [test-threads]
+#   <name> <path to the test binary> <test-threads> [VAR=VALUE ...]
+# (TIER_NOCAPTURE=1 among the variables: the binary's own output is kept, --nocapture)
 # For each: out/test-<name>.log, and a line in out/suite.txt:
 #   <name> rc=<n> <seconds>s <cargo's result line>
 # Then the reboot scenario (./reboot.sh) when it is next to this script, across a real reboot.
@@ -19,11 +20,15 @@ if [[ ${TIER_BOOT:-1} == 1 ]]; then
     "$(ovs-vswitchd --version | head -n 1), accel=$TETHER_VM_ACCEL scale=$TETHER_TEST_TIMEOUT_SCALE"
   rc_all=0
   : >"$out/suite.txt"
-  while read -r name bin threads; do
+  while read -r name bin threads envs; do
     [[ -z $name || $name == \#* ]] && continue
+    read -ra vars <<<"$envs"
+    extra=()
+    [[ " $envs " == *" TIER_NOCAPTURE=1 "* ]] && extra=(--nocapture)
     s=$(date +%s.%N)
     # The tests create their namespaces and OVS sandboxes under /tmp and remove them.
-    (cd "$REPO" && "$bin" --test-threads="${threads:-2}") >"$out/test-$name.log" 2>&1
+    (cd "$REPO" && env "${vars[@]}" "$bin" --test-threads="${threads:-2}" "${extra[@]}") \
+      >"$out/test-$name.log" 2>&1
     rc=$?
     d=$(awk -v a="$(date +%s.%N)" -v b="$s" 'BEGIN { printf "%.1f", a - b }')
     res=$(grep -E '^test result' "$out/test-$name.log" | tail -n 1)

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha1::{Digest, Sha1};
 
+mod held;
 mod preview;
 mod recover;
 mod settle;
@@ -69,6 +70,9 @@ pub struct EnController {
     status: Mutex<EnStatus>,
     /// One operation at a time (sync, recover and replay may come from different threads).
     serial: Mutex<()>,
+    /// The NIC whose host port got its held configuration back, and until when that stays
+    /// authoritative (`held`).
+    put_back: Mutex<Option<(String, std::time::Instant)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,6 +135,7 @@ impl EnController {
                 ..EnStatus::default()
             }),
             serial: Mutex::new(()),
+            put_back: Mutex::new(None),
         }
     }
 
@@ -308,7 +313,27 @@ impl EnController {
             en: key.clone(),
             detail: "spec.interfaces is empty".into(),
         })?;
-        let (link, ips) = self.find_nic(&iface.ips)?;
+        let (link, ips) = match self.find_nic(&iface.ips) {
+            Ok(found) => found,
+            Err(EnError::NicNotFound { ips }) => {
+                // A host port the kernel re-created is empty until its configuration is
+                // put back: it is still the NIC (`held`).
+                let found = self.held_host_for(&ips);
+                let Some(found) = found else {
+                    return Err(EnError::NicNotFound { ips });
+                };
+                log::info!(
+                    "externalnode no link holds {}; host port {} held them",
+                    ips.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    found.0.name
+                );
+                found
+            }
+            Err(e) => return Err(e),
+        };
         let entity = external_entity_name(&en.metadata.name, &iface.name);
         let namespace = en.metadata.namespace.clone();
         let exists = |name: &str| self.links.link_by_name(name).is_ok();
@@ -474,6 +499,7 @@ impl EnController {
         if let Err(e) = self.hostnet.attached(&a.nic, &a.uplink) {
             log::warn!("externalnode nic={}: {e}", a.nic);
         }
+        self.keep_held(&a.nic)?;
         self.uplink_ipv6_off(&a.uplink);
         self.install_pair(&a.nic, &a.uplink)
     }

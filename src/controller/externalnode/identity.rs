@@ -125,6 +125,7 @@ mod tests {
             mac: None,
             mac_in_use: mac_in_use.map(str::to_string),
             mtu,
+            ifindex: None,
         }
     }
 

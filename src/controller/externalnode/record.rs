@@ -83,24 +83,12 @@ pub struct Record {
 
 impl Record {
     pub fn to_json(&self) -> String {
-        json!({
-            "phase": self.phase.name(),
-            "step": self.step.name(),
-            "nic": self.nic,
-            "uplink": self.uplink,
-            "ifindex": self.config.ifindex,
-            "mac": self.config.mac.as_ref().map(crate::mac::format),
-            "mtu": self.config.mtu,
-            "addrs": self.config.addrs.iter().map(addr_json).collect::<Vec<_>>(),
-            "routes": self.config.routes.iter().map(route_json).collect::<Vec<_>>(),
-            "sysctls": self
-                .config
-                .sysctls
-                .iter()
-                .map(|(k, v)| (k.id(), Value::from(v.as_str())))
-                .collect::<Map<String, Value>>(),
-        })
-        .to_string()
+        let mut o = config_json(&self.config);
+        o.insert("phase".into(), self.phase.name().into());
+        o.insert("step".into(), self.step.name().into());
+        o.insert("nic".into(), self.nic.as_str().into());
+        o.insert("uplink".into(), self.uplink.as_str().into());
+        Value::Object(o).to_string()
     }
 
     pub fn from_json(s: &str) -> Result<Record, String> {
@@ -119,28 +107,7 @@ impl Record {
             s => return Err(format!("unknown step {s:?}")),
         };
         let nic = text(o, "nic")?;
-        let mac = match o.get("mac") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(m)) => {
-                Some(crate::mac::parse(m).ok_or_else(|| format!("bad mac {m:?}"))?)
-            }
-            Some(m) => return Err(format!("bad mac {m}")),
-        };
-        let config = NicConfig {
-            ifindex: uint(o, "ifindex")?,
-            name: nic.clone(),
-            mac,
-            mtu: uint(o, "mtu")?,
-            addrs: list(o, "addrs")?
-                .iter()
-                .map(addr_from)
-                .collect::<Result<_, _>>()?,
-            routes: list(o, "routes")?
-                .iter()
-                .map(route_from)
-                .collect::<Result<_, _>>()?,
-            sysctls: sysctls_from(o)?,
-        };
+        let config = config_from(o, &nic)?;
         Ok(Record {
             phase,
             step,
@@ -149,6 +116,85 @@ impl Record {
             config,
         })
     }
+}
+
+/// The Bridge external_ids key prefix of an attached NIC's held configuration
+/// ([`Held`]): `tether-held:<nic>`.
+pub const HELD_PREFIX: &str = "tether-held:";
+
+/// What the host port of an attached NIC carries, as last seen there: the NIC's MTU,
+/// addresses, routes and sysctls, with `config.ifindex` the host port's ifindex then.
+/// Written after a takeover and kept current while the NIC is attached, so that a host
+/// port the kernel re-created (the openvswitch module reloaded: `ovs-ctl
+/// force-reload-kmod`) gets them back, whatever the restart put back itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub nic: String,
+    pub config: NicConfig,
+}
+
+impl Held {
+    pub fn key(nic: &str) -> String {
+        format!("{HELD_PREFIX}{nic}")
+    }
+
+    pub fn to_json(&self) -> String {
+        Value::Object(config_json(&self.config)).to_string()
+    }
+
+    pub fn from_json(nic: &str, s: &str) -> Result<Held, String> {
+        let v: Value = serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))?;
+        let o = v.as_object().ok_or("not a JSON object")?;
+        Ok(Held {
+            nic: nic.to_string(),
+            config: config_from(o, nic)?,
+        })
+    }
+}
+
+/// A captured configuration's fields (the step record's and [`Held`]'s).
+fn config_json(c: &NicConfig) -> Map<String, Value> {
+    let v = json!({
+        "ifindex": c.ifindex,
+        "mac": c.mac.as_ref().map(crate::mac::format),
+        "mtu": c.mtu,
+        "addrs": c.addrs.iter().map(addr_json).collect::<Vec<_>>(),
+        "routes": c.routes.iter().map(route_json).collect::<Vec<_>>(),
+        "sysctls": c
+            .sysctls
+            .iter()
+            .map(|(k, v)| (k.id(), Value::from(v.as_str())))
+            .collect::<Map<String, Value>>(),
+    });
+    match v {
+        Value::Object(o) => o,
+        _ => Map::new(),
+    }
+}
+
+fn config_from(o: &Map<String, Value>, name: &str) -> Result<NicConfig, String> {
+    let mac = match o.get("mac") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => {
+            Some(crate::mac::parse(m).ok_or_else(|| format!("bad mac {m:?}"))?)
+        }
+        Some(m) => return Err(format!("bad mac {m}")),
+    };
+    Ok(NicConfig {
+        ifindex: uint(o, "ifindex")?,
+        name: name.to_string(),
+        mac,
+        mtu: uint(o, "mtu")?,
+        addrs: list(o, "addrs")?
+            .iter()
+            .map(addr_from)
+            .collect::<Result<_, _>>()?,
+        routes: list(o, "routes")?
+            .iter()
+            .map(route_from)
+            .collect::<Result<_, _>>()?,
+        sysctls: sysctls_from(o)?,
+    })
 }
 
 /// The NIC's per-device sysctls, in apply order. Absent in records of older versions
@@ -458,6 +504,24 @@ mod tests {
         assert_eq!(v["mac"], "02:00:00:00:01:10");
         assert_eq!(v["addrs"][0]["local"], "192.0.2.10");
         assert_eq!(v["routes"][2]["metrics"], "08000200a0050000");
+    }
+
+    #[test]
+    fn held_configuration_round_trips() {
+        let h = Held {
+            nic: "eth1".into(),
+            config: sample(),
+        };
+        assert_eq!(Held::key("eth1"), "tether-held:eth1");
+        let s = h.to_json();
+        assert_eq!(Held::from_json("eth1", &s).unwrap(), h);
+        let v: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["ifindex"], 7);
+        assert_eq!(v.get("phase"), None);
+        assert_eq!(
+            Held::from_json("eth1", r#"{"ifindex":7}"#).unwrap_err(),
+            "mtu: missing or out of range"
+        );
     }
 
     #[test]

@@ -1483,3 +1483,97 @@ fn a_host_port_that_is_not_the_nics_stand_in_rolls_back() {
     fx.ctl.sync().unwrap();
     assert_eq!(fx.ctl.status().identity.as_deref(), Some("verified"));
 }
+
+fn held(fx: &Fx, nic: &str) -> Option<String> {
+    fx.sim
+        .bridge
+        .bridge_ids
+        .lock()
+        .unwrap()
+        .get(&format!("tether-held:{nic}"))
+        .cloned()
+}
+
+/// A link's addresses and routes as they would be on any device (indexes left out).
+fn config_of(links: &FakeLinks, index: u32) -> (Vec<String>, Vec<String>) {
+    let (_, addrs, routes) = nic_state(links, index);
+    (
+        addrs
+            .iter()
+            .map(|a| format!("{}/{}", a.local, a.prefix_len))
+            .collect(),
+        routes
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.oif = 0;
+                r.to_string()
+            })
+            .collect(),
+    )
+}
+
+/// The openvswitch module reloaded (`ovs-ctl force-reload-kmod`): the host port is a new
+/// device with nothing on it, not even the NIC's MTU or sysctls, and no link holds the
+/// ExternalNode's IPs. The held configuration, recorded at the takeover and kept in
+/// OVSDB, goes back on it, and stays what it must carry for a while: what a restore
+/// script flushes after that comes back at the next look, which the controller asks
+/// for. A restore gives the NIC back and forgets it.
+#[test]
+fn a_recreated_host_port_gets_the_held_configuration_back() {
+    let fx = fixture_ipv6_on();
+    fx.links
+        .put_sysctl(fx.eth1, DevSysctl::Ipv4ArpAnnounce, "2");
+    fx.links.set_default_sysctl(DevSysctl::Ipv4ArpAnnounce, "0");
+    let before = nic_state(&fx.links, fx.eth1);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+    let host = fx.links.link_by_name("eth1").unwrap();
+    let attached = config_of(&fx.links, host.index);
+    assert_eq!(attached.0, ["192.0.2.10/24", "2001:db8:1::10/64"]);
+    let raw = held(&fx, "eth1").expect("held after the takeover");
+    assert!(raw.contains("\"192.0.2.10\""), "{raw}");
+    assert_eq!(fx.ctl.recheck_after(), None);
+
+    // The module reloads: a new, empty device of the same name, with default settings and
+    // a new index (the kernel never hands an index out twice in a namespace; the fake
+    // reuses the highest, hence the link in between).
+    fx.links.remove_link(host.index);
+    fx.links
+        .add_link("spacer", [2, 0, 0, 0, 0, 0x99], 1500, false);
+    let new = fx.links.add_link("eth1", MAC1, 1500, true);
+    assert_ne!(new, host.index);
+    assert!(fx.links.link_holding(ip("192.0.2.10")).unwrap().is_none());
+    fx.ctl.sync().unwrap();
+    assert_eq!(config_of(&fx.links, new), attached);
+    let now = fx.links.link_by_index(new).unwrap();
+    assert_eq!(now.mtu, 1450);
+    let sysctl = |k| fx.links.sysctl("eth1", k).unwrap().unwrap();
+    assert_eq!(sysctl(DevSysctl::Ipv4ArpAnnounce), "2");
+    assert_eq!(
+        fx.ctl.recheck_after(),
+        Some(std::time::Duration::from_secs(2))
+    );
+
+    // A restore script then flushes the routes and re-adds only part of them: the next
+    // look (within the window) puts the rest back, rather than recording the loss.
+    for r in nic_state(&fx.links, new).2 {
+        if r.gateway.is_some_and(|g| g.is_ipv6()) {
+            fx.links.del_route(&r).unwrap();
+        }
+    }
+    fx.ctl.sync().unwrap();
+    assert_eq!(config_of(&fx.links, new), attached);
+    assert!(
+        held(&fx, "eth1")
+            .unwrap()
+            .contains(&format!("\"ifindex\":{new}"))
+    );
+
+    // The ExternalNode deleted: the NIC gets everything back, and nothing stays held.
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+    assert_eq!(held(&fx, "eth1"), None);
+}

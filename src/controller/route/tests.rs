@@ -184,6 +184,83 @@ fn pod_port(ns: &str, name: &str, ofport: i64, mac: &str) -> PortData {
         mac: None,
         mac_in_use: Some(mac.to_string()),
         mtu: None,
+        ifindex: None,
+    }
+}
+
+/// tether's own port of the ExternalNode (`antrea-type` host or uplink).
+fn en_port(name: &str, role: &str, ofport: i64, ifindex: Option<i64>) -> PortData {
+    PortData {
+        uuid: crate::ovsdb::Uuid(format!("u-{name}")),
+        name: name.into(),
+        external_ids: [("antrea-type".to_string(), role.to_string())].into(),
+        if_uuid: None,
+        if_name: name.into(),
+        if_type: String::new(),
+        ofport,
+        error: None,
+        options: Default::default(),
+        mac: None,
+        mac_in_use: Some("02:00:00:00:01:10".into()),
+        mtu: Some(1500),
+        ifindex,
+    }
+}
+
+/// The ExternalNode's ports: whatever changes in them (one deleted, an ofport, a new
+/// device behind the host port) syncs the ExternalNode, and only it.
+#[test]
+fn externalnode_port_changes() {
+    let s = stores();
+    let none = BTreeSet::new();
+    let ifs = |ports: Vec<PortData>| PortView::of(&Interfaces::new(ports));
+    let pair = |host_ifindex| {
+        vec![
+            en_port("eth1", "host", 2, Some(host_ifindex)),
+            en_port("eth1~", "uplink", 1, Some(3)),
+        ]
+    };
+    let en = BTreeSet::from([Key::En]);
+    type Row = (&'static str, Vec<PortData>, Vec<PortData>, BTreeSet<Key>);
+    let rows: Vec<Row> = vec![
+        ("nothing changed", pair(7), pair(7), BTreeSet::new()),
+        (
+            "the host port is a new device (module reloaded)",
+            pair(7),
+            pair(9),
+            en.clone(),
+        ),
+        (
+            "the uplink port was deleted",
+            pair(7),
+            vec![en_port("eth1", "host", 2, Some(7))],
+            en.clone(),
+        ),
+        (
+            "an error on the host port",
+            pair(7),
+            vec![
+                PortData {
+                    error: Some("could not open network device eth1".into()),
+                    ..en_port("eth1", "host", -1, Some(7))
+                },
+                en_port("eth1~", "uplink", 1, Some(3)),
+            ],
+            en.clone(),
+        ),
+        ("the pair appeared", vec![], pair(7), en),
+    ];
+    for (what, old, new, want) in rows {
+        let (old, new) = (ifs(old), ifs(new));
+        let got = route(
+            Trigger::Ports {
+                old: &old,
+                new: &new,
+            },
+            &s,
+            &none,
+        );
+        assert_eq!(got, want, "{what}");
     }
 }
 

@@ -21,6 +21,7 @@ fn port(name: &str, ids: &[(&str, &str)]) -> PortData {
         mac: None,
         mac_in_use: None,
         mtu: None,
+        ifindex: None,
     }
 }
 

@@ -94,6 +94,10 @@ impl EnController {
                 rollback,
             });
         }
+        // Not fatal: the next sync of the attached NIC records it (`held`).
+        if let Err(e) = self.hold_now(&nic) {
+            log::warn!("externalnode nic={nic}: {e}");
+        }
         self.clear_record()
     }
 
@@ -240,7 +244,7 @@ impl EnController {
                 );
                 self.drop_ports_and_flows(a)?;
                 self.release_host_network(&a.nic);
-                return Ok(());
+                return self.drop_held(&a.nic);
             }
             Err(e) => return Err(link_err(format!("find uplink {}", a.uplink))(e)),
         };
@@ -341,6 +345,7 @@ impl EnController {
             // unmanaged until it is not.)
             self.release_host_network(&rec.nic);
             self.clear_record()?;
+            self.drop_held(&rec.nic)?;
             log::info!(
                 "externalnode {} done nic={}",
                 match phase {

@@ -32,6 +32,7 @@ fn row(
         mac: None,
         mac_in_use: None,
         mtu: None,
+        ifindex: None,
     }
 }
 

@@ -1,0 +1,207 @@
+//! The held configuration (`record::Held`): what an attached NIC's host port carries, kept
+//! in OVSDB (Bridge external_ids `tether-held:<nic>`) for as long as the NIC is attached.
+//!
+//! A host port the kernel re-created — the openvswitch module reloaded, as Debian's
+//! `ovs-ctl force-reload-kmod` does — is a new device (a new ifindex) with the namespace's
+//! default sysctls and nothing else: the held configuration goes back on it. The tool that
+//! reloaded the module may put part of it back itself a moment later (ovs-ctl flushes the
+//! device, then re-adds its addresses and main-table IPv4 routes only), so for
+//! [`PUT_BACK_WINDOW`] after that the held configuration stays what the host port must
+//! carry, and the ExternalNode is looked at again every [`RECHECK`] (the worker asks the
+//! controller, `recheck_after`). Otherwise every sync of an attached NIC records what the
+//! host port carries now: a DHCP renewal or an operator's route is what a later put-back
+//! restores.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::controller::externalnode::record::Held;
+use crate::netlink::{Lifetime, NicConfig};
+
+/// How long after a put-back the held configuration stays authoritative.
+pub(super) const PUT_BACK_WINDOW: Duration = Duration::from_secs(30);
+
+/// How often the ExternalNode is synced again during that window.
+pub(super) const RECHECK: Duration = Duration::from_secs(2);
+
+/// `c` without what changes by itself from one look to the next: the device's index (a
+/// re-created port has a new one) and the remaining lifetimes of addresses and routes
+/// (only whether an address expires, and whether it is deprecated, are kept).
+fn comparable(c: &NicConfig) -> NicConfig {
+    let mut c = c.clone();
+    c.ifindex = 0;
+    for a in &mut c.addrs {
+        a.ifindex = 0;
+        if !a.lifetime.is_forever() {
+            a.lifetime = Lifetime {
+                valid: 1,
+                preferred: u32::from(a.lifetime.preferred > 0),
+            };
+        }
+    }
+    for r in &mut c.routes {
+        r.expires = None;
+    }
+    c
+}
+
+impl EnController {
+    /// The held configuration of `nic`, if OVSDB has a readable one (an unreadable one is
+    /// logged and treated as none: the next sync writes it anew).
+    pub(super) fn read_held(&self, nic: &str) -> Option<Held> {
+        let raw = match self.bridge.bridge_external_id(&Held::key(nic)) {
+            Ok(raw) => raw?,
+            Err(e) => {
+                log::warn!("externalnode cannot read the held configuration of {nic}: {e}");
+                return None;
+            }
+        };
+        match Held::from_json(nic, &raw) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                log::warn!(
+                    "externalnode Bridge external_ids:{} is unreadable ({e}); recording it again",
+                    Held::key(nic)
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn write_held(&self, held: &Held) -> Result<(), EnError> {
+        self.bridge
+            .set_bridge_external_id(&Held::key(&held.nic), Some(&held.to_json()))
+            .map_err(ovs_err(format!(
+                "record the held configuration of {}",
+                held.nic
+            )))
+    }
+
+    /// The NIC is itself again: nothing is held for it any more.
+    pub(super) fn drop_held(&self, nic: &str) -> Result<(), EnError> {
+        let mut window = lock(&self.put_back);
+        if window.as_ref().is_some_and(|(n, _)| n == nic) {
+            *window = None;
+        }
+        drop(window);
+        self.bridge
+            .set_bridge_external_id(&Held::key(nic), None)
+            .map_err(ovs_err(format!("remove the held configuration of {nic}")))
+    }
+
+    /// After a takeover: what the host port carries now is what is held.
+    pub(super) fn hold_now(&self, nic: &str) -> Result<(), EnError> {
+        let links = self.links.as_ref();
+        let host = links
+            .link_by_name(nic)
+            .map_err(link_err(format!("find host port netdev {nic}")))?;
+        let mut config = capture(links, host.index).map_err(link_err(format!("capture {nic}")))?;
+        config.name = nic.to_string();
+        self.write_held(&Held {
+            nic: nic.to_string(),
+            config,
+        })
+    }
+
+    /// On a sync of an attached NIC: put the held configuration back on a host port that
+    /// is a new device (and keep doing so during the window after), else record what the
+    /// host port carries now.
+    pub(super) fn keep_held(&self, nic: &str) -> Result<(), EnError> {
+        let links = self.links.as_ref();
+        let host = match links.link_by_name(nic) {
+            Ok(l) => l,
+            // ovs-vswitchd has not (re-)created it yet: its port row changes when it does,
+            // which syncs the ExternalNode again.
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(link_err(format!("find host port netdev {nic}"))(e)),
+        };
+        let held = self.read_held(nic);
+        let now = Instant::now();
+        let mut window = lock(&self.put_back);
+        let recreated = held
+            .as_ref()
+            .is_some_and(|h| h.config.ifindex != host.index);
+        let within = window
+            .as_ref()
+            .is_some_and(|(n, until)| n == nic && now < *until);
+        match held {
+            Some(mut h) if recreated || within => {
+                if recreated {
+                    log::warn!(
+                        "externalnode host port {nic} is a new device (index {} now {}): \
+                         putting the VM's addresses, routes and settings back",
+                        h.config.ifindex,
+                        host.index
+                    );
+                    *window = Some((nic.to_string(), now + PUT_BACK_WINDOW));
+                }
+                drop(window);
+                let current = read_sysctls(links, nic)
+                    .map_err(link_err(format!("read the sysctls of host port {nic}")))?;
+                let mut plan = plan_sysctls(&h.config, &host, &current);
+                plan.steps.extend(plan_move(&h.config, None, &host).steps);
+                let put = apply_best_effort(links, &plan);
+                if let Ok(applied) = &put {
+                    if !applied.changed.is_empty() {
+                        log::info!(
+                            "externalnode host port {nic}: {} changes put back",
+                            applied.changed.len()
+                        );
+                    }
+                }
+                if recreated {
+                    h.config.ifindex = host.index;
+                    self.write_held(&h)?;
+                }
+                put.map(|_| ()).map_err(|errors| EnError::Restore {
+                    nic: nic.to_string(),
+                    errors,
+                })
+            }
+            held => {
+                *window = None;
+                drop(window);
+                let mut live =
+                    capture(links, host.index).map_err(link_err(format!("capture {nic}")))?;
+                live.name = nic.to_string();
+                let same = held
+                    .as_ref()
+                    .is_some_and(|h| comparable(&h.config) == comparable(&live));
+                if !same {
+                    self.write_held(&Held {
+                        nic: nic.to_string(),
+                        config: live,
+                    })?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// When no link holds the ExternalNode's IPs: the host port of an attached NIC whose
+    /// held configuration has them (a re-created host port, still empty), and those IPs.
+    pub(super) fn held_host_for(&self, wanted: &[IpAddr]) -> Option<(Link, Vec<IpAddr>)> {
+        self.attached().into_iter().find_map(|a| {
+            let held = self.read_held(&a.nic)?;
+            let ips: Vec<IpAddr> = wanted
+                .iter()
+                .filter(|ip| held.config.addrs.iter().any(|x| x.local == **ip))
+                .copied()
+                .collect();
+            if ips.is_empty() {
+                return None;
+            }
+            let link = self.links.link_by_name(&a.nic).ok()?;
+            Some((link, ips))
+        })
+    }
+
+    /// When the worker should sync the ExternalNode again by itself: during the window
+    /// after a put-back.
+    pub fn recheck_after(&self) -> Option<Duration> {
+        lock(&self.put_back)
+            .as_ref()
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|_| RECHECK)
+    }
+}
