@@ -13,6 +13,9 @@
 //! in the VM keeps the kernel from answering through the uplink
 //! (docs/datapath.md#8-test-harness), so a reply after a takeover has crossed OVS.
 //!
+//! On the kernel datapath (`TETHER_TEST_DATAPATH=system`: scripts/bench.sh runs the group
+//! in the kernel tier's VM too) the names end in `_system`.
+//!
 //! The controller must run inside the VM namespace (netlink acts on the caller's
 //! namespace), so this program re-runs itself there with `BENCH_EN_CHILD` set.
 
@@ -150,9 +153,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// `name`, with `_system` on the kernel datapath (`TETHER_TEST_DATAPATH=system`, as
+/// scripts/bench.sh runs this group again in the kernel tier's VM).
 fn line(name: &str, tether: f64, baseline: f64) {
+    let suffix = if common::kernel_datapath() {
+        "_system"
+    } else {
+        ""
+    };
     println!(
-        "bench {name}: tether={:.1}ms baseline={:.1}ms ratio={:.2}",
+        "bench {name}{suffix}: tether={:.1}ms baseline={:.1}ms ratio={:.2}",
         tether * 1e3,
         baseline * 1e3,
         tether / baseline
@@ -170,7 +180,7 @@ fn child(dir: &str, peer: &str) {
         .unwrap(),
     );
     let bridge = Arc::new(LiveBridge::new(
-        BridgeDb::ensure(client, "br-int", "netdev").unwrap(),
+        BridgeDb::ensure(client, "br-int", common::datapath()).unwrap(),
     ));
     let flows =
         Arc::new(OfFlows::start(OfFlowsConfig::new(dir.join("br-int.mgmt"), "br-int", 1)).unwrap());
@@ -188,7 +198,7 @@ fn child(dir: &str, peer: &str) {
         bridge: "br-int".into(),
         namespace: "default".into(),
         ovs_rundir: dir.clone(),
-        datapath_type: "netdev".into(),
+        datapath_type: common::datapath().into(),
         ..EnConfig::default()
     };
     let ctl = EnController::new(

@@ -38,7 +38,7 @@ done
 # several times as long here), and print their figures (--nocapture).
 ALL=(
   "harness 2" "ovsdb 2" "openflow_live 2" "netlink_kernel 2" "datapath 2"
-  "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_live 2"
+  "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_target 1"
   "plan_cmd 1" "flows_cmd 1" "product 1" "kernel_datapath 1"
   "faults 1 TETHER_FAULTS=ci FAULTS_VSWITCHD_KILLS=3 FAULTS_OVSDB_RESTARTS=2 FAULTS_API_FAULTS=10 FAULTS_TETHER_KILLS=3 TIER_NOCAPTURE=1"
 )
@@ -49,6 +49,8 @@ ALL=(
 #   package: the .deb/.rpm read back with dpkg-deb and rpm;
 #   systemd_vm: its own tier (a systemd container on this host; the reboot scenario below
 #     is its kernel-datapath counterpart);
+#   openflow_live, trafficcontrol_live: OpenFlow and OVSDB conversations with ovs-vswitchd
+#     through the library, no packet (the same code's packets are in the binaries above);
 #   openflow_print, k8s_*, kubectl, python_client, cli*: no OVS datapath at all.
 reboot=${KERNEL_TIER_REBOOT:-1}
 wanted=()
@@ -75,8 +77,11 @@ names=()
 for e in "${wanted[@]}"; do names+=(--test "${e%% *}"); done
 cargo test --locked --no-run --message-format=json "${names[@]}" >"$work/build.json" 2>"$work/build.err" ||
   { cat "$work/build.err" >&2; exit 1; }
-# (No plain `cargo build` here: it would rebuild target/debug/tether without the test
-# hooks that `cargo test` builds into it, and the crash-point tests would wait in vain.)
+# The tests run target/debug/tether (CARGO_BIN_EXE_tether) and need its test hooks (the
+# crash points). `cargo test` builds them in, but a plain `cargo build` since may have left
+# a binary without them there, which `cargo test` would not replace: build it with them.
+cargo build --locked --bin tether --features test-hooks 2>>"$work/build.err" ||
+  { cat "$work/build.err" >&2; exit 1; }
 : >"$work/tests.list"
 for e in "${wanted[@]}"; do
   read -r name threads envs <<<"$e"

@@ -373,6 +373,12 @@ fn antrea_takeover(sb: &Sandbox) {
          ip route add default via 192.0.2.1 dev eth1
          ip -6 route add default via 2001:db8:1::1 dev eth1");
     neutralise_uplink(vm, "eth1~", true);
+    // Antrea's agent leaves the uplink's IPv6 on (tether turns it off when it adopts the
+    // NIC); on the userspace datapath the kernel would answer through it as well. Harness
+    // only.
+    if !common::kernel_datapath() {
+        vm.sh("sysctl -qw net.ipv6.conf.eth1~.disable_ipv6=1");
+    }
     let (h, u) = (ofport(sb, "eth1"), ofport(sb, "eth1~"));
     let d = "cookie=0x3000000000000";
     let en = "cookie=0x3080000000000";
@@ -509,6 +515,12 @@ fn adopts_a_vm_antreas_agent_took_over() {
         "\"4\""
     );
     assert_clean_ping(&peer, "2001:db8:1::10");
+    // The uplink has IPv6 off, as after tether's own takeover.
+    assert_eq!(
+        vm.exec(&["sysctl", "-n", "net.ipv6.conf.eth1~.disable_ipv6"])
+            .trim(),
+        "1"
+    );
     d.stop();
 }
 

@@ -240,3 +240,280 @@ fn force_reload_kmod_gives_the_vm_its_addresses_back() {
     eprintln!("force-reload-kmod: back after {:.1} s", now() - reloaded);
     drop(t);
 }
+
+/// The TrafficControl bed with an underlay to a `remote` namespace: `ul0` in the VM
+/// (198.51.100.10/24, 2001:db8:5::10/64) ↔ `eth0` there (198.51.100.2, 2001:db8:5::2).
+/// Pods `pa` (203.0.113.1, labelled `app: web`) and `pb` (203.0.113.2).
+fn tunnel_bed() -> (e2e::Bed, Netns) {
+    let mut bed = e2e::Bed::new();
+    bed.add_pod("pa", 1);
+    bed.add_pod("pb", 2);
+    bed.write_pods(&[("pa", "web")]);
+    let remote = Netns::new("remote");
+    for ns in [bed.sb.ns(), &remote] {
+        ns.sh("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    }
+    bed.sb.ns().veth_to("ul0", &remote, "eth0");
+    bed.sb
+        .ns()
+        .sh("ip addr add 198.51.100.10/24 dev ul0; ip -6 addr add 2001:db8:5::10/64 dev ul0");
+    remote.sh("ip addr add 198.51.100.2/24 dev eth0; ip -6 addr add 2001:db8:5::2/64 dev eth0");
+    (bed, remote)
+}
+
+fn mirror_to(target: &str) -> String {
+    format!(
+        "apiVersion: crd.antrea.io/v1alpha2\nkind: TrafficControl\nmetadata:\n  name: mirror\n\
+         spec:\n  appliedTo:\n    podSelector:\n      matchLabels:\n        app: web\n  \
+         direction: Egress\n  action: Mirror\n  targetPort:\n    {target}\n"
+    )
+}
+
+/// `ip -d -j link show dev` in `ns`, if the device exists.
+fn link_details(ns: &Netns, dev: &str) -> Option<serde_json::Value> {
+    let out = ns
+        .command(&["ip", "-d", "-j", "link", "show", "dev", dev])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| json_of(&String::from_utf8_lossy(&out.stdout))[0].clone())
+}
+
+/// Whether a UDP socket is bound to `port` in `ns` (`/proc/net/udp` or `udp6`).
+fn udp_bound(ns: &Netns, file: &str, port: u16) -> bool {
+    let text = ns.exec(&["cat", file]);
+    let want = format!(":{port:04X} ");
+    text.lines().skip(1).any(|l| {
+        l.split_whitespace()
+            .nth(1)
+            .is_some_and(|local| format!("{local} ").ends_with(&want))
+    })
+}
+
+/// A mirror to every tunnel kind, over an IPv4 and an IPv6 underlay: on the kernel datapath
+/// each target is the kernel's own device in collect-metadata mode, enslaved to the datapath
+/// (`vxlan_sys_4789`, `genev_sys_6081`, `gre_sys`, `erspan_sys`, `ip6gre_sys`,
+/// `ip6erspan_sys`: one per type and UDP port, shared), its module loaded on demand, the UDP
+/// port bound in the VM's namespace; the copies of the Pod's packets reach the remote end
+/// encapsulated (tcpdump there).
+#[test]
+fn tunnel_targets_are_the_kernels_devices_and_carry_the_copies() {
+    if !kernel_only(
+        "tunnel_targets_are_the_kernels_devices_and_carry_the_copies",
+        "userspace tunnels are built in ovs-vswitchd, with no kernel device",
+    ) {
+        return;
+    }
+    let (bed, remote) = tunnel_bed();
+    let args = bed.tether_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _t = common::Tether::start(bed.sb.ns(), &args, &bed.sb.path("tether.log"));
+    let vm = bed.sb.ns();
+    let cases = [
+        (
+            "vxlan: {remoteIP: 198.51.100.2}",
+            "udp dst port 4789",
+            "vxlan_sys_4789",
+            "vxlan",
+        ),
+        (
+            "geneve: {remoteIP: 198.51.100.2}",
+            "udp dst port 6081",
+            "genev_sys_6081",
+            "geneve",
+        ),
+        (
+            "gre: {remoteIP: 198.51.100.2}",
+            "ip proto 47",
+            "gre_sys",
+            "gretap",
+        ),
+        (
+            "erspan: {remoteIP: 198.51.100.2, sessionID: 1, version: 2}",
+            "ip proto 47",
+            "erspan_sys",
+            "erspan",
+        ),
+        (
+            "vxlan: {remoteIP: \"2001:db8:5::2\"}",
+            "ip6 and udp dst port 4789",
+            "vxlan_sys_4789",
+            "vxlan",
+        ),
+        (
+            "geneve: {remoteIP: \"2001:db8:5::2\"}",
+            "ip6 and udp dst port 6081",
+            "genev_sys_6081",
+            "geneve",
+        ),
+        (
+            "gre: {remoteIP: \"2001:db8:5::2\"}",
+            "ip6 proto 47",
+            "ip6gre_sys",
+            "ip6gretap",
+        ),
+        (
+            "erspan: {remoteIP: \"2001:db8:5::2\", sessionID: 2, version: 1, index: 3}",
+            "ip6 proto 47",
+            "ip6erspan_sys",
+            "ip6erspan",
+        ),
+    ];
+    let mut seen = Vec::new();
+    for (target, filter, dev, kind) in cases {
+        bed.write("tc.yaml", &mirror_to(target));
+        let remote_ip = target.split('"').nth(1).unwrap_or("198.51.100.2");
+        let (link, ofport) = wait_for(Duration::from_secs(20), &format!("{target}: {dev}"), || {
+            let l = link_details(vm, dev)?;
+            let v = bed.sb.vsctl_json("Interface", None, "ofport,options");
+            let of = v["data"].as_array()?.iter().find_map(|r| {
+                r[1].to_string()
+                    .contains(&format!("\"{remote_ip}\""))
+                    .then(|| r[0].as_i64())
+                    .flatten()
+                    .filter(|o| *o > 0)
+            })?;
+            Some((l, of))
+        });
+        // The mark flow sends the copies to this target.
+        bed.wait_flows(&format!("{target}: mark flow"), |f| {
+            f.len() == 1 && f[0].contains(&format!("set_field:{ofport:#x}->reg9"))
+        });
+        assert_eq!(link["linkinfo"]["info_kind"], kind, "{target}: {link}");
+        assert_eq!(link["master"], "ovs-system", "{target}: {link}");
+        assert_eq!(
+            link["linkinfo"]["info_data"]["external"],
+            serde_json::json!(true),
+            "{target}: collect-metadata mode: {link}"
+        );
+        match dev {
+            "vxlan_sys_4789" | "genev_sys_6081" => {
+                let port = if dev.starts_with("vxlan") { 4789 } else { 6081 };
+                assert!(
+                    udp_bound(vm, "/proc/net/udp", port) || udp_bound(vm, "/proc/net/udp6", port),
+                    "{target}: UDP {port} bound in the VM's namespace"
+                );
+            }
+            _ => {}
+        }
+        let cap = e2e::Capture::start(&remote, "eth0", filter, bed.sb.path("cap.txt"));
+        assert_eq!(bed.ping(0, 1, 5), 5, "{target}: the Pods' own ping");
+        let n = cap.count();
+        // The first copy may wait on the underlay's neighbour resolution.
+        assert!(n >= 4, "{target}: {n} copies of 5 reached the remote end");
+        seen.push(format!("{kind} {n}/5"));
+    }
+    for module in ["vxlan", "geneve", "ip_gre", "ip6_gre"] {
+        assert!(
+            std::path::Path::new(&format!("/sys/module/{module}")).exists(),
+            "module {module} loaded"
+        );
+    }
+    eprintln!("tunnel copies at the remote end: {}", seen.join(", "));
+}
+
+/// An underlay whose MTU (1500) leaves no room for VXLAN's 50 bytes around a full-size frame
+/// of the Pods (1500): the kernel's vxlan device sends with DF and does not fragment, so the
+/// copy of a full-size packet is lost while a smaller one arrives. The device also answers
+/// the copy with an ICMP "fragmentation needed" into the datapath, made to look as if the
+/// Pod's peer sent it; the target port's drop flow takes it (its counter moves), so the Pod
+/// never lowers its path MTU to its peer and its full-size traffic keeps flowing. (Before
+/// the drop flow, `NORMAL` delivered the ICMP: every later full-size packet from Pod pa to
+/// pb failed with "message too long, mtu=1450" for ten minutes.)
+#[test]
+fn an_underlay_without_room_for_the_tunnel_loses_only_the_copy() {
+    if !kernel_only(
+        "an_underlay_without_room_for_the_tunnel_loses_only_the_copy",
+        "userspace tunnels have no MTU logic (docs/datapath.md#6-mtu)",
+    ) {
+        return;
+    }
+    let (bed, remote) = tunnel_bed();
+    let args = bed.tether_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _t = common::Tether::start(bed.sb.ns(), &args, &bed.sb.path("tether.log"));
+    bed.write("tc.yaml", &mirror_to("vxlan: {remoteIP: 198.51.100.2}"));
+    bed.wait_flows("the mark flow", |f| f.len() == 1);
+    let target = wait_for(Duration::from_secs(20), "the vxlan port's ofport", || {
+        let v = bed.sb.vsctl_json("Interface", None, "name,ofport,type");
+        v["data"].as_array()?.iter().find_map(|r| {
+            (r[2] == "vxlan")
+                .then(|| r[1].as_i64())
+                .flatten()
+                .filter(|o| *o > 0)
+        })
+    });
+    let pa = &bed.pods[0].ns;
+    let ping = |size: &str| {
+        let out = pa
+            .command(&[
+                "ping",
+                "-c",
+                "5",
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                "-M",
+                "do",
+                "-s",
+                size,
+                "203.0.113.2",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let small = e2e::Capture::start(
+        &remote,
+        "eth0",
+        "udp dst port 4789",
+        bed.sb.path("small.txt"),
+    );
+    let text = ping("1400");
+    assert!(text.contains(" 5 received"), "{text}");
+    let n = small.count();
+    assert!(n >= 4, "{n} copies of 5 small packets arrived");
+
+    let large = e2e::Capture::start(
+        &remote,
+        "eth0",
+        "udp dst port 4789",
+        bed.sb.path("large.txt"),
+    );
+    for round in 0..2 {
+        let text = ping("1472");
+        assert!(
+            text.contains(" 5 received") && !text.contains("message too long"),
+            "round {round}: the Pods' own full-size ping: {text}"
+        );
+    }
+    assert_eq!(
+        large.count(),
+        0,
+        "a copy too large for the underlay arrived"
+    );
+    let route = pa.exec(&["ip", "route", "get", "203.0.113.2"]);
+    assert!(!route.contains("mtu"), "Pod pa learnt a path MTU: {route}");
+    let drops = bed.sb.ofctl(&[
+        "-O",
+        "OpenFlow15",
+        "dump-flows",
+        "br-int",
+        &format!("table=0,in_port={target}"),
+    ]);
+    let n_packets: u64 = drops
+        .split("n_packets=")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        n_packets >= 1,
+        "the device's ICMP was taken by the target's drop flow: {drops}"
+    );
+    eprintln!(
+        "vxlan over a 1500-byte underlay: small copies {n}/5, large 0/10, ICMPs dropped at the target {n_packets}"
+    );
+}

@@ -129,14 +129,15 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
     assert_eq!(
         of1.bundles - of0.bundles,
         1,
-        "mark and return flows in one bundle"
+        "mark, target and return flows in one bundle"
     );
     // Outside the bundle: one port-description request, one OF1.0 no-flood batch. The
     // bundle itself is two (open/add/close with a barrier, then commit).
     assert_eq!(of1.round_trips - of0.round_trips, 2 + 2);
-    // Two mark flows (to and from the Pod) and the return port's flow; the connection's
-    // first bundle also deletes the round's leftovers by cookie.
-    assert_eq!(of1.flow_mods - of0.flow_mods, 3 + 1);
+    // Two mark flows (to and from the Pod), the target port's drop flow and the return
+    // port's flow; the connection's first bundle also deletes the round's leftovers by
+    // cookie.
+    assert_eq!(of1.flow_mods - of0.flow_mods, 4 + 1);
     let dump = sb.ofctl(&["dump-flows", "br-int"]);
     assert!(dump.contains(&format!("in_port={}", ret.1)), "{dump}");
     assert!(dump.contains(&format!("in_port={pod_of}")), "{dump}");
@@ -190,7 +191,8 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         "the old return port is gone: {ports}"
     );
 
-    // Deleted: the mark flows and the return port's flow go in one bundle, then both ports.
+    // Deleted: the mark flows and the target's and return port's flows go in one bundle,
+    // then both ports.
     stores.traffic_controls.delete("mirror");
     let (_, of4) = counts(&client, &of);
     c.sync("mirror").unwrap();
@@ -200,7 +202,7 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         1,
         "one bundle takes every flow of the TC out"
     );
-    assert_eq!(of5.flow_mods - of4.flow_mods, 3);
+    assert_eq!(of5.flow_mods - of4.flow_mods, 4);
     let ports = sb.vsctl(&["list-ports", "br-int"]);
     assert_eq!(
         ports.split_whitespace().collect::<Vec<_>>(),

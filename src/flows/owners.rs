@@ -26,6 +26,8 @@ pub enum OwnerKind {
     TrafficControl { name: Option<String>, object: u32 },
     /// A TrafficControl return port's Classifier flow.
     ReturnPort { port: Option<String>, object: u32 },
+    /// A TrafficControl target port's Classifier flow (what comes in on it is dropped).
+    TargetPort { port: String, object: u32 },
     /// tether's cookie layout, but a round that is no longer the bridge's.
     Stale { round: u16 },
     /// Not a cookie tether writes: another controller's, a manual `ovs-ofctl add-flow`,
@@ -48,6 +50,7 @@ impl OwnerKind {
             OwnerKind::PolicyBypass => "policy-bypass",
             OwnerKind::TrafficControl { .. } => "trafficcontrol",
             OwnerKind::ReturnPort { .. } => "return-port",
+            OwnerKind::TargetPort { .. } => "target-port",
             OwnerKind::Stale { .. } => "stale",
             OwnerKind::Unclaimed => "unclaimed",
         }
@@ -60,6 +63,7 @@ impl OwnerKind {
             OwnerKind::ExternalNode { nic } => nic.clone(),
             OwnerKind::TrafficControl { name, .. } => name.clone(),
             OwnerKind::ReturnPort { port, .. } => port.clone(),
+            OwnerKind::TargetPort { port, .. } => Some(port.clone()),
             _ => None,
         }
     }
@@ -90,6 +94,9 @@ impl fmt::Display for OwnerKind {
             OwnerKind::ReturnPort { port: None, object } => {
                 write!(f, "trafficcontrol return port #{object:08x}")
             }
+            OwnerKind::TargetPort { port, .. } => {
+                write!(f, "trafficcontrol target port {port} (drops what comes in)")
+            }
             OwnerKind::Stale { round } => write!(f, "stale: round {round}, not the bridge's"),
             OwnerKind::Unclaimed => write!(f, "unclaimed: not a tether cookie"),
         }
@@ -105,6 +112,7 @@ pub struct Names {
     pub round: Option<u16>,
     tcs: BTreeMap<u32, String>,
     return_ports: BTreeMap<u32, String>,
+    target_ports: BTreeMap<u32, String>,
     nics: BTreeMap<u32, String>,
     pods_by_mac: BTreeMap<String, String>,
 }
@@ -121,6 +129,8 @@ impl Names {
                 Some("traffic-control") => {
                     n.return_ports
                         .insert(object_id(&format!("port:{}", p.name)), p.name.clone());
+                    n.target_ports
+                        .insert(object_id(&format!("target:{}", p.name)), p.name.clone());
                 }
                 Some("host" | "uplink") => {
                     // The host port keeps the NIC's name; the uplink is `<nic>~`.
@@ -176,20 +186,29 @@ impl Names {
                     pod: mac.and_then(|m| self.pods_by_mac.get(&m).cloned()),
                 }
             }
-            (Category::TRAFFIC_CONTROL, o) => match (self.tcs.get(&o), self.return_ports.get(&o)) {
-                (Some(n), _) => OwnerKind::TrafficControl {
-                    name: Some(n.clone()),
-                    object: o,
-                },
-                (None, Some(p)) => OwnerKind::ReturnPort {
-                    port: Some(p.clone()),
-                    object: o,
-                },
-                (None, None) => OwnerKind::TrafficControl {
-                    name: None,
-                    object: o,
-                },
-            },
+            (Category::TRAFFIC_CONTROL, o) => {
+                if let Some(n) = self.tcs.get(&o) {
+                    OwnerKind::TrafficControl {
+                        name: Some(n.clone()),
+                        object: o,
+                    }
+                } else if let Some(p) = self.return_ports.get(&o) {
+                    OwnerKind::ReturnPort {
+                        port: Some(p.clone()),
+                        object: o,
+                    }
+                } else if let Some(p) = self.target_ports.get(&o) {
+                    OwnerKind::TargetPort {
+                        port: p.clone(),
+                        object: o,
+                    }
+                } else {
+                    OwnerKind::TrafficControl {
+                        name: None,
+                        object: o,
+                    }
+                }
+            }
             (Category::EXTERNAL_NODE, 0) => OwnerKind::PolicyBypass,
             (Category::EXTERNAL_NODE, o) if o & 0x8000_0000 != 0 => OwnerKind::ExternalNode {
                 nic: self.nics.get(&o).cloned(),

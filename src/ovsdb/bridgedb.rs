@@ -339,13 +339,13 @@ impl BridgeDb {
             })
             .collect::<Result<Vec<_>, _>>()?;
         if wait_applied {
-            self.wait_cur_cfg(next_cfg_of(&r)?)?;
+            // ovs-vswitchd opens every new port in one reconfiguration: its time grows with
+            // their number (seconds for thousands on a busy machine), and so does the wait.
+            let n = u32::try_from(specs.len()).unwrap_or(u32::MAX);
+            let within = Duration::from_secs(30) + Duration::from_millis(10) * n;
+            self.wait_cur_cfg_within(next_cfg_of(&r)?, within)?;
         }
         Ok(uuids)
-    }
-
-    fn wait_cur_cfg(&self, target: i64) -> Result<(), OvsdbError> {
-        self.wait_cur_cfg_within(target, Duration::from_secs(30))
     }
 
     fn wait_cur_cfg_within(&self, target: i64, within: Duration) -> Result<(), OvsdbError> {

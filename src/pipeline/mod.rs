@@ -212,6 +212,18 @@ pub fn tc_mark_flows(
     flows
 }
 
+/// Classifier for a TC target port: drop what comes in on it. A target is where copies
+/// (or redirected packets) go; what its far side sends back has no place on the bridge, and
+/// through `NORMAL` it would reach the Pods and the uplink (Antrea's Classifier drops every
+/// port it does not know). Seen on the kernel datapath: a tunnel device answers a mirrored
+/// packet too large for its underlay with an ICMP "fragmentation needed" that claims to come
+/// from the packet's destination, and the Pod that sent it lowers its path MTU to that Pod
+/// (docs/datapath.md#6-mtu). A port that is also a return port keeps its return flow,
+/// above this one.
+pub fn tc_target_flow(ofport: u32) -> Flow {
+    Flow::new(table::CLASSIFIER, priority::LOW).matching(MatchField::InPort(ofport))
+}
+
 /// Classifier for a TC return port (Antrea `InstallTrafficControlReturnPortFlow`): mark the
 /// packet as returned and forward it by destination again, past egress security.
 pub fn tc_return_flow(ofport: u32) -> Flow {

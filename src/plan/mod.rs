@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
 use crate::controller::externalnode::{EnController, EnPreview, nic_owner};
+use crate::controller::trafficcontrol::ports::port_name;
 use crate::controller::trafficcontrol::{TcController, object_id};
 use crate::controller::{Bridge, Flows, l2::L2Controller};
 use crate::flows::owners::tether_cookie;
@@ -286,7 +287,7 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
     );
     externalnode_steps(&en.preview(), &ports, &rec, &mut plan);
 
-    let label = labeller(&names, &ports);
+    let label = labeller(&stores, &ports);
     let (add, delete) = diff_flows(&rec.desired_flows(), &current, &label);
     plan.add = add;
     plan.delete = delete;
@@ -377,19 +378,35 @@ fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Record, plan: &mu
     }
 }
 
-/// Names for the flows' owners: the TCs in the store, the bridge's return ports.
-fn labeller(tcs: &BTreeSet<String>, ports: &[PortData]) -> impl Fn(Owner) -> String {
+/// Names for the flows' owners: the TCs in the store and their target and return ports
+/// (those run would create too), the bridge's TC ports.
+fn labeller(stores: &Stores, ports: &[PortData]) -> impl Fn(Owner) -> String {
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
-    for n in tcs {
-        names.insert(object_id(n), format!("trafficcontrol {n}"));
+    let mut port = |p: &str| {
+        names.insert(
+            object_id(&format!("port:{p}")),
+            format!("trafficcontrol return port {p}"),
+        );
+        names.insert(
+            object_id(&format!("target:{p}")),
+            format!("trafficcontrol target port {p}"),
+        );
+    };
+    for tc in stores.traffic_controls.list() {
+        if let Ok(spec) = &tc.spec {
+            port(&port_name(&spec.target_port));
+            if let Some(r) = &spec.return_port {
+                port(&port_name(r));
+            }
+        }
     }
     for x in ports {
         if x.external_ids.get("antrea-type").map(String::as_str) == Some("traffic-control") {
-            names.insert(
-                object_id(&format!("port:{}", x.name)),
-                format!("trafficcontrol return port {}", x.name),
-            );
+            port(&x.name);
         }
+    }
+    for n in stores.traffic_controls.keys() {
+        names.insert(object_id(&n), format!("trafficcontrol {n}"));
     }
     move |o: Owner| match (o.category, o.object) {
         (Category::DEFAULT, 0) => "pipeline".into(),

@@ -140,8 +140,25 @@ impl Bed {
         ]
     }
 
-    /// Flows of a cookie category (1 = TC) as canonical text, all rounds.
+    /// The TrafficControl flows (cookie category 1) as canonical text, all rounds: the
+    /// TCs' mark flows and the return ports' flows. The target ports' drop flows are
+    /// [`Bed::target_flows`].
     pub fn tc_flows(&self) -> Vec<String> {
+        self.category_1()
+            .into_iter()
+            .filter(|f| !is_target_flow(f))
+            .collect()
+    }
+
+    /// The target ports' Classifier flows: what comes in on a TC's target is dropped.
+    pub fn target_flows(&self) -> Vec<String> {
+        self.category_1()
+            .into_iter()
+            .filter(|f| is_target_flow(f))
+            .collect()
+    }
+
+    fn category_1(&self) -> Vec<String> {
         self.sb
             .dump_flows("br-int", Some("cookie=0x10000000000/0xff0000000000"))
     }
@@ -208,6 +225,11 @@ impl Bed {
             })
             .unwrap_or(0)
     }
+}
+
+/// `priority=190,in_port=N actions=drop` in table 0 (`pipeline::tc_target_flow`).
+fn is_target_flow(f: &str) -> bool {
+    !f.contains("table=") && f.contains("priority=190,in_port=") && f.ends_with("actions=drop")
 }
 
 /// tcpdump in a namespace, counting matching packets; stop with `count()`.

@@ -14,7 +14,7 @@ use sha1::{Digest, Sha1};
 
 use super::device;
 use super::error::{SyncError, TcStatus};
-use super::plan::{PortPlan, PortStep, plan_flows, plan_port, plan_release};
+use super::plan::{FlowOwners, PortPlan, PortStep, plan_flows, plan_port, plan_release};
 use super::ports::port_name;
 use super::select;
 use crate::controller::interfaces::{Interfaces, Role};
@@ -33,7 +33,8 @@ const OVS_INTERNAL_UP_TRIES: u32 = 5;
 struct State {
     /// What is installed per TC.
     tcs: HashMap<String, TcStatus>,
-    /// Flow owners: TC names and return-port names (`port:<name>`) → object id.
+    /// Flow owners: TC names, target ports (`target:<name>`) and return ports
+    /// (`port:<name>`) → object id.
     owners: HashMap<String, u32>,
     /// The object ids in `owners`, to step past a hash collision.
     taken: HashSet<u32>,
@@ -59,8 +60,9 @@ impl State {
     }
 }
 
-/// The cookie object of a TrafficControl's mark flows (`key` = its name) or of a return
-/// port's flow (`key` = `port:<name>`): the first 4 bytes of `sha1(key)` with the top bit
+/// The cookie object of a TrafficControl's mark flows (`key` = its name), of a target
+/// port's flow (`target:<name>`) or of a return port's (`port:<name>`): the first 4 bytes
+/// of `sha1(key)` with the top bit
 /// clear, never 0. Stable across restarts, so `tether flows --tc NAME` finds a TC's flows
 /// by its name alone, with or without a running daemon.
 pub fn object_id(key: &str) -> u32 {
@@ -240,13 +242,21 @@ impl TcController {
             })
             .unzip();
         let ret_port = ret.as_ref().map(|r| (r.name.clone(), ofports[1]));
-        let ret_owner = ret_port
-            .as_ref()
-            .map(|(n, of)| (lock(&self.state).owner(&format!("port:{n}")), *of));
+        let owners = {
+            let mut st = lock(&self.state);
+            FlowOwners {
+                marks: st.owner(name),
+                target: st.owner(&format!("target:{}", target.name)),
+                ret: ret_port
+                    .as_ref()
+                    .map(|(n, _)| st.owner(&format!("port:{n}"))),
+            }
+        };
         let flows = plan_flows(
             &pod_ofports,
-            (self.owner_of(name), ofports[0]),
-            ret_owner,
+            owners,
+            ofports[0],
+            ret_port.as_ref().map(|(_, of)| *of),
             spec.direction,
             spec.action,
         );
@@ -388,12 +398,14 @@ impl TcController {
             .unwrap_or_default()
     }
 
-    /// The flow owners of these ports' return flows (those that have one).
+    /// The flow owners of these ports' own flows: a target's drop flow, a return port's
+    /// flow (those that have one).
     fn port_owners(&self, ports: &[String]) -> Vec<Owner> {
         let st = lock(&self.state);
         ports
             .iter()
-            .filter_map(|p| st.owners.get(&format!("port:{p}")))
+            .flat_map(|p| [format!("target:{p}"), format!("port:{p}")])
+            .filter_map(|k| st.owners.get(&k))
             .map(|id| Owner::new(Category::TRAFFIC_CONTROL, *id))
             .collect()
     }
@@ -486,11 +498,9 @@ impl TcController {
         let Some(i) = ifs.get(port).filter(|i| i.role == Role::TrafficControl) else {
             return;
         };
-        let owner_key = format!("port:{port}");
-        let owner = lock(&self.state).owners.get(&owner_key).copied();
-        if let Some(id) = owner {
-            if let Err(e) = self.flows.remove(Owner::new(Category::TRAFFIC_CONTROL, id)) {
-                log::warn!("port={port} removing return-port flows failed: {e}");
+        for owner in self.port_owners(&[port.to_string()]) {
+            if let Err(e) = self.flows.remove(owner) {
+                log::warn!("port={port} removing its flows failed: {e}");
             }
         }
         if let Some(of) = i.ofport() {

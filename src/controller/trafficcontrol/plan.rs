@@ -125,27 +125,42 @@ pub fn plan_release(
     out
 }
 
-/// A TC's flows, by owner: its mark flows, and the return port's flow under the return
-/// port's own owner (a return port may be shared; its flow goes when the port does).
+/// A TC's flows, by owner: its mark flows; the target port's drop flow and the return
+/// port's flow, each under its port's own owner (ports may be shared; a port's flow goes
+/// when the port does).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowPlan {
     pub marks: (Owner, Vec<Flow>),
+    pub target: (Owner, Vec<Flow>),
     pub ret: Option<(Owner, Vec<Flow>)>,
 }
 
 impl FlowPlan {
     /// Every owner's flows, for one atomic `apply_many`.
     pub fn sets(self) -> Vec<(Owner, Vec<Flow>)> {
-        std::iter::once(self.marks).chain(self.ret).collect()
+        [self.marks, self.target]
+            .into_iter()
+            .chain(self.ret)
+            .collect()
     }
 }
 
+/// The owners of a TC's flows: its own (`marks`), its target port's and its return port's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowOwners {
+    pub marks: Owner,
+    pub target: Owner,
+    pub ret: Option<Owner>,
+}
+
 /// The flows that make the switch mirror or redirect the effective Pods' traffic
-/// (`pod_ofports`) to `target`, and take what comes back on `ret` into L2 forwarding.
+/// (`pod_ofports`) to `target`, drop what comes in on `target`, and take what comes back
+/// on `ret` into L2 forwarding.
 pub fn plan_flows(
     pod_ofports: &[u32],
-    (owner, target): (Owner, u32),
-    ret: Option<(Owner, u32)>,
+    owners: FlowOwners,
+    target: u32,
+    ret: Option<u32>,
     direction: TcDirection,
     action: TcAction,
 ) -> FlowPlan {
@@ -154,10 +169,14 @@ pub fn plan_flows(
     ofports.dedup();
     FlowPlan {
         marks: (
-            owner,
+            owners.marks,
             pipeline::tc_mark_flows(&ofports, target, direction, action),
         ),
-        ret: ret.map(|(o, port)| (o, vec![pipeline::tc_return_flow(port)])),
+        target: (owners.target, vec![pipeline::tc_target_flow(target)]),
+        ret: owners
+            .ret
+            .zip(ret)
+            .map(|(o, port)| (o, vec![pipeline::tc_return_flow(port)])),
     }
 }
 

@@ -276,10 +276,17 @@ fn releases() {
 fn flows_are_one_set_per_owner() {
     let tc = Owner::new(Category::TRAFFIC_CONTROL, 1);
     let port = Owner::new(Category::TRAFFIC_CONTROL, 2);
+    let target = Owner::new(Category::TRAFFIC_CONTROL, 3);
+    let owners = FlowOwners {
+        marks: tc,
+        target,
+        ret: Some(port),
+    };
     let plan = plan_flows(
         &[9, 3, 3],
-        (tc, 20),
-        Some((port, 21)),
+        owners,
+        20,
+        Some(21),
         TcDirection::Both,
         TcAction::Mirror,
     );
@@ -290,21 +297,33 @@ fn flows_are_one_set_per_owner() {
                 tc,
                 pipeline::tc_mark_flows(&[3, 9], 20, TcDirection::Both, TcAction::Mirror)
             ),
+            target: (target, vec![pipeline::tc_target_flow(20)]),
             ret: Some((port, vec![pipeline::tc_return_flow(21)])),
         }
     );
     assert_eq!(
         plan.clone().sets().len(),
-        2,
-        "mark and return flows go out together"
+        3,
+        "mark, target and return flows go out together"
     );
+    let owners = FlowOwners {
+        ret: None,
+        ..owners
+    };
     let plan = plan_flows(
         &[],
-        (tc, 20),
+        owners,
+        20,
         None,
         TcDirection::Ingress,
         TcAction::Redirect,
     );
     assert_eq!(plan.marks, (tc, Vec::new()));
-    assert_eq!(plan.sets(), vec![(tc, Vec::new())]);
+    assert_eq!(
+        plan.sets(),
+        vec![
+            (tc, Vec::new()),
+            (target, vec![pipeline::tc_target_flow(20)])
+        ]
+    );
 }
