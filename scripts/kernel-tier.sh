@@ -105,9 +105,19 @@ if ((reboot)); then
 fi
 
 echo "== kernel tier: ${#wanted[@]} test binaries$( ((reboot)) && echo ", then a reboot") in a VM" >&2
+# Built: what runs beside this tier (scripts/test.sh) may use cargo again.
+touch "$out/.built"
 start=$SECONDS
 rc=0
-./scripts/kernel-vm.sh "${vm_opts[@]}" tests/kernel_vm/suite.sh "${files[@]}" || rc=$?
+# In the background, so that a TERM to this script reaches the VM's runner (which stops qemu).
+./scripts/kernel-vm.sh "${vm_opts[@]}" tests/kernel_vm/suite.sh "${files[@]}" &
+vm=$!
+trap 'kill -TERM $vm 2>/dev/null' TERM INT
+while :; do
+  wait "$vm" && break
+  rc=$?
+  kill -0 "$vm" 2>/dev/null || break
+done
 for f in suite.txt reboot.txt; do
   [[ -f $out/vm/$f ]] && cp "$out/vm/$f" "$out/$f"
 done

@@ -68,9 +68,11 @@ fn vm_state(vm: &Netns) -> serde_json::Value {
     })
 }
 
-/// ovs-vswitchd `kill -9`ed for 4 s: the kernel keeps the datapath, its ports and the
-/// megaflows the VM's traffic already uses, so a ping that was running loses nothing while
-/// the daemon is dead (a userspace datapath forwards nothing then). After the restart
+/// ovs-vswitchd `kill -9`ed for 12 s: the kernel keeps the datapath, its ports and the
+/// megaflows the VM's traffic already uses, and nothing expires them (ovs-vswitchd's
+/// revalidators would after 10 s idle; these are not idle, and not revalidated), so a ping
+/// that was running loses nothing while the daemon is dead (a userspace datapath forwards
+/// nothing then). After the restart
 /// (a plain one: no flow-restore-wait, so the new daemon flushes the megaflows) tether
 /// replays its flows, and the ping goes on.
 #[test]
@@ -99,7 +101,9 @@ fn a_killed_vswitchd_leaves_the_vm_reachable_and_tether_replays() {
         show.contains("eth1~") && show.contains("eth1 (internal)"),
         "the datapath keeps its ports without ovs-vswitchd:\n{show}"
     );
-    std::thread::sleep(Duration::from_secs(4));
+    // Longer than ovs-vswitchd's own idle expiry of megaflows (`max-idle`, 10 s): with its
+    // revalidators gone nothing expires them, and the kernel has no expiry of its own.
+    std::thread::sleep(Duration::from_secs(12));
     let restarted = now();
     sb.start_vswitchd();
     t.wait_log("openflow replayed", Duration::from_secs(20));
@@ -516,4 +520,74 @@ fn an_underlay_without_room_for_the_tunnel_loses_only_the_copy() {
     eprintln!(
         "vxlan over a 1500-byte underlay: small copies {n}/5, large 0/10, ICMPs dropped at the target {n_packets}"
     );
+}
+
+/// ovsdb-server `kill -9`ed with ovs-vswitchd alive: the kernel datapath and the daemon's
+/// upcall handling go on without the database, so the VM stays reachable, new flows
+/// included (a ping to an address not pinged before); ovsdb-server back, tether reconnects
+/// and nothing changes.
+#[test]
+fn a_dead_ovsdb_server_leaves_the_vm_reachable() {
+    if !kernel_only(
+        "a_dead_ovsdb_server_leaves_the_vm_reachable",
+        "the userspace datapath stops forwarding while ovs-vswitchd waits for the database",
+    ) {
+        return;
+    }
+    let (bed, t) = attached();
+    let sb = &bed.sb;
+    let installed = flows(sb);
+    let ping = Pinger::start(
+        &bed.peer,
+        "192.0.2.10",
+        Duration::from_millis(100),
+        sb.path("ping.txt"),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    sb.kill9("ovsdb-server");
+    let killed = now();
+    std::thread::sleep(Duration::from_secs(3));
+    // A flow the datapath has not seen: an upcall, handled without the database.
+    assert_clean_ping(&bed.peer, "2001:db8:1::10");
+    let restarted = now();
+    sb.start_ovsdb();
+    t.wait_log("ovsdb remote=", Duration::from_secs(20));
+    wait_for(Duration::from_secs(20), "tether connected again", || {
+        (bed.status()["ovsdb"]["connected"] == true).then_some(())
+    });
+    assert_eq!(flows(sb), installed);
+    let pings = ping.stop();
+    eprintln!(
+        "ovsdb-server dead {:.1} s: lost {:?} of {}",
+        restarted - killed,
+        pings.lost_between(killed, restarted),
+        pings.sent_between(killed, restarted)
+    );
+    assert_eq!(pings.lost(), Vec::<u64>::new(), "{}", pings.text);
+}
+
+/// The host port's MAC changed behind OVS's back (`ip link set … address`): ovs-vswitchd
+/// puts `Interface.mac` back on its next reconfiguration, which a link change itself
+/// triggers (an rtnetlink notification), and tether's identity check says so.
+#[test]
+fn a_host_port_mac_changed_behind_ovs_is_set_back() {
+    if !kernel_only(
+        "a_host_port_mac_changed_behind_ovs_is_set_back",
+        "the internal port is a tap on the userspace datapath, not ovs-vswitchd's own device",
+    ) {
+        return;
+    }
+    let (bed, _t) = attached();
+    let vm = bed.sb.ns();
+    vm.ip(&["link", "set", "eth1", "address", "02:00:00:00:99:99"]);
+    let mac = wait_for(Duration::from_secs(10), "the host port's MAC back", || {
+        let l = json_of(&vm.ip(&["-j", "link", "show", "dev", "eth1"]));
+        let mac = l[0]["address"].as_str().unwrap_or("").to_string();
+        (mac == "02:00:00:00:01:10").then_some(mac)
+    });
+    assert_eq!(mac, "02:00:00:00:01:10");
+    wait_for(Duration::from_secs(10), "identity verified", || {
+        (bed.status()["external_node"]["identity"] == "verified").then_some(())
+    });
+    assert_clean_ping(&bed.peer, "192.0.2.10");
 }
