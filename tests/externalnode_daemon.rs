@@ -25,8 +25,6 @@ use serde_json::json;
 use common::{Sandbox, privileged, wait_for};
 use externalnode_vm::*;
 
-const TETHER: &str = env!("CARGO_BIN_EXE_tether");
-
 /// `tether <cmd> --config <the agent config> <extra> <the sandbox's OVS, bridge, node and
 /// state socket>`, for `run`, `plan` and `reset` alike.
 fn tether_argv(sb: &Sandbox, cmd: &str, extra: &[&str], bridge: &str) -> Vec<String> {
@@ -35,7 +33,7 @@ fn tether_argv(sb: &Sandbox, cmd: &str, extra: &[&str], bridge: &str) -> Vec<Str
     // The agent config's ExternalNode keys (Antrea's), read by the daemon.
     std::fs::write(&config, CONFIG).unwrap();
     let mut argv: Vec<String> = vec![
-        TETHER.into(),
+        common::tether::binary().to_str().unwrap().into(),
         cmd.into(),
         "--config".into(),
         config.to_str().unwrap().into(),

@@ -68,6 +68,15 @@ fn vm_state(vm: &Netns) -> serde_json::Value {
     })
 }
 
+/// Debian's ovs-ctl on the sandbox's daemons: its files are the sandbox's (ovs-ctl writes
+/// `<sysconfdir>/openvswitch/system-id.conf`).
+fn ovs_ctl_env(c: &mut std::process::Command, sb: &Sandbox) {
+    std::fs::create_dir_all(sb.path("openvswitch")).unwrap();
+    for var in ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"] {
+        c.env(var, sb.dir());
+    }
+}
+
 /// ovs-vswitchd `kill -9`ed for 12 s: the kernel keeps the datapath, its ports and the
 /// megaflows the VM's traffic already uses, and nothing expires them (ovs-vswitchd's
 /// revalidators would after 10 s idle; these are not idle, and not revalidated), so a ping
@@ -170,9 +179,7 @@ fn ovs_ctl_restart_as_debian_reloads_loses_no_packet() {
         "--no-record-hostname",
         "restart",
     ]);
-    for var in ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"] {
-        c.env(var, sb.dir());
-    }
+    ovs_ctl_env(&mut c, sb);
     let out = common::run(&mut c);
     let after = sb
         .pid("ovs-vswitchd")
@@ -220,9 +227,7 @@ fn force_reload_kmod_gives_the_vm_its_addresses_back() {
         "--system-id=random",
         "force-reload-kmod",
     ]);
-    for var in ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"] {
-        c.env(var, sb.dir());
-    }
+    ovs_ctl_env(&mut c, sb);
     let out = common::run(&mut c);
     let reloaded = now();
     assert_ne!(
@@ -230,15 +235,22 @@ fn force_reload_kmod_gives_the_vm_its_addresses_back() {
         index_before,
         "a new host port device:\n{out}"
     );
-    let state = wait_for(
-        Duration::from_secs(30),
-        "the VM's configuration back",
-        || {
-            let s = vm_state(vm);
-            (s == before).then_some(s)
-        },
-    );
-    assert_eq!(state, before);
+    let end = std::time::Instant::now() + common::patience(Duration::from_secs(30));
+    loop {
+        let now = vm_state(vm);
+        if now == before {
+            break;
+        }
+        if std::time::Instant::now() > end {
+            assert_eq!(
+                now,
+                before,
+                "the VM's configuration back\n{out}\n{}",
+                t.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert_clean_ping(&bed.peer, "192.0.2.10");
     assert_clean_ping(&bed.peer, "2001:db8:1::10");
     eprintln!("force-reload-kmod: back after {:.1} s", now() - reloaded);
@@ -590,4 +602,39 @@ fn a_host_port_mac_changed_behind_ovs_is_set_back() {
         (bed.status()["external_node"]["identity"] == "verified").then_some(())
     });
     assert_clean_ping(&bed.peer, "192.0.2.10");
+}
+
+/// What tether refuses to do (docs/datapath.md#2-changing-an-existing-bridges-datapath_type),
+/// done by hand to a `system` bridge: `datapath_type=netdev` makes ovs-vswitchd destroy the
+/// bridge and build it again, so an internal port is a new device (another ifindex) and
+/// the address it carried is gone.
+#[test]
+fn changing_a_bridges_datapath_type_recreates_its_internal_ports() {
+    if !kernel_only(
+        "changing_a_bridges_datapath_type_recreates_its_internal_ports",
+        "it starts from a `system` bridge",
+    ) {
+        return;
+    }
+    let sb = Sandbox::start();
+    sb.add_bridge("br-int");
+    sb.add_internal_port("br-int", "p1", &[]);
+    let vm = sb.ns();
+    let index = |vm: &Netns| {
+        wait_for(Duration::from_secs(10), "p1's netdev", || {
+            vm.try_ip(&["-j", "link", "show", "dev", "p1"])
+                .ok()
+                .map(|s| json_of(&s)[0]["ifindex"].as_u64().unwrap_or(0))
+        })
+    };
+    let before = index(vm);
+    vm.sh("ip link set p1 up; ip addr add 192.0.2.20/24 dev p1");
+    sb.vsctl(&["set", "Bridge", "br-int", "datapath_type=netdev"]);
+    let after = wait_for(Duration::from_secs(20), "p1 re-created", || {
+        let i = index(vm);
+        (i != before).then_some(i)
+    });
+    let addrs = vm.ip(&["-br", "addr", "show", "dev", "p1"]);
+    assert!(!addrs.contains("192.0.2.20"), "{addrs}");
+    eprintln!("datapath_type system -> netdev: p1 index {before} -> {after}, address gone");
 }

@@ -261,6 +261,28 @@ fn rename_onto_an_existing_name_is_exists() {
     });
 }
 
+/// A link renamed onto its own altname (udev gives a renamed NIC its old name as one, a
+/// moment later: the kernel tier's reboot): the kernel refuses it like any name in use, so
+/// `rename` takes the altname off first.
+#[test]
+fn rename_onto_its_own_altname() {
+    if !privileged("rename_onto_its_own_altname") {
+        return;
+    }
+    in_netns("rename_onto_its_own_altname", |ns| {
+        veth(ns, "eth1~", "peer1");
+        ns.ip(&["link", "property", "add", "dev", "eth1~", "altname", "eth1"]);
+        let rt = Rtnl::connect().unwrap();
+        let l = rt.link_by_name("eth1~").unwrap();
+        assert_eq!(l.altnames, ["eth1"]);
+        let after = rt.rename(l.index, "eth1").unwrap();
+        assert_eq!(
+            (after.name.as_str(), after.altnames.len(), after.is_up()),
+            ("eth1", 0, true)
+        );
+    });
+}
+
 #[test]
 fn missing_links_and_absent_objects_are_typed_errors() {
     if !privileged("missing_links_and_absent_objects_are_typed_errors") {

@@ -17,7 +17,10 @@ use std::time::Duration;
 use common::{privileged, wait_for};
 use e2e::Bed;
 
-const TETHER: &str = env!("CARGO_BIN_EXE_tether");
+/// The binary under test (`TETHER_TEST_BIN` may name another build of it).
+fn tether_bin() -> String {
+    common::tether::binary().to_str().unwrap().to_string()
+}
 
 struct Guard(Option<Child>);
 
@@ -31,7 +34,8 @@ impl Drop for Guard {
 }
 
 fn cli(bed: &Bed, args: &[&str]) -> Output {
-    let mut argv = vec![TETHER];
+    let bin = tether_bin();
+    let mut argv = vec![bin.as_str()];
     argv.extend_from_slice(args);
     bed.sb.ns().command(&argv).output().unwrap()
 }
@@ -66,7 +70,8 @@ fn run_notify_status_check_and_sigterm() {
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let log = std::fs::File::create(bed.sb.path("tether.log")).unwrap();
-    let mut argv = vec![TETHER, "run"];
+    let bin = tether_bin();
+    let mut argv = vec![bin.as_str(), "run"];
     argv.extend_from_slice(&args);
     let child = bed
         .sb

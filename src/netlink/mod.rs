@@ -32,8 +32,11 @@
 //!   under a name it does not carry as its primary name; [`Link::name`] is the real one.
 //! * an IPv6 route whose preferred source is a `tentative` address (DAD running, ~2 s after
 //!   it was added) is refused with EINVAL; moving routes therefore waits for DAD.
-//! * renaming a link onto a name that is another link's name or altname is `EEXIST`; the
-//!   kernel keeps no altname for the old name by itself (udev may add one);
+//! * renaming a link onto a name that is another link's name or altname is `EEXIST`, its
+//!   own altname included; the kernel keeps no altname for the old name by itself, but
+//!   systemd-udevd adds one on the rename's "move" event (`AlternativeNamesPolicy=` of
+//!   Debian's `99-default.link`), asynchronously, a moment later (seen in the kernel tier's
+//!   reboot: the uplink got `altname enp0s16` after tether had checked);
 //! * renaming a link rewrites its IPv4 labels: the first address takes the new name, later
 //!   ones `<new>:<alias>` or, without an alias, `<new>:<position>` (`inetdev_changename`).
 
@@ -302,6 +305,12 @@ pub trait Links {
                 what: format!("rename link {} to {new_name:?}", old.name),
                 detail: format!("not a valid interface name (1..={IFNAME_MAX} bytes)"),
             });
+        }
+        // The name may be this link's own altname (udev gives a renamed link its old
+        // predictable name as one, a moment after the rename): the kernel refuses a rename
+        // onto it like onto another link's name, so it goes first.
+        if old.altnames.iter().any(|a| a == new_name) {
+            self.del_altname(ifindex, new_name)?;
         }
         self.set_down(ifindex)?;
         let mut attempt = 0;

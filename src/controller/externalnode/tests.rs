@@ -51,6 +51,11 @@ struct Sim {
     held: AtomicBool,
     /// udev (MACAddressPolicy=) rewriting a new internal port's MAC.
     udev_mac: Option<[u8; 6]>,
+    /// udev (AlternativeNamesPolicy=) giving the renamed NIC its old name as an altname
+    /// late: after the rename step, before the host port's device is made (once).
+    udev_late_altname: AtomicBool,
+    /// Internal ports refused because a link had their name as an altname.
+    name_taken: Mutex<BTreeSet<String>>,
     /// Record writes (Some values) seen so far.
     writes: AtomicUsize,
     fail_write: Mutex<Option<usize>>,
@@ -63,6 +68,38 @@ impl Bridge for Sim {
     }
 
     fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        if let PortKind::Internal { .. } = &spec.kind {
+            if self.udev_late_altname.swap(false, Ordering::SeqCst) {
+                if let Ok(up) = self
+                    .links
+                    .link_by_name(&crate::netlink::uplink_name(&spec.name))
+                {
+                    self.links.add_altname(up.index, &spec.name);
+                }
+            }
+            // The kernel refuses a device whose name is another link's altname; OVS says so
+            // in the Interface's error (ofport -1).
+            let taken = self
+                .links
+                .links()
+                .unwrap()
+                .iter()
+                .any(|l| l.altnames.contains(&spec.name));
+            let mut refuse = self.bridge.refuse.lock().unwrap();
+            let mut auto = self.name_taken.lock().unwrap();
+            if taken {
+                refuse.insert(
+                    spec.name.clone(),
+                    format!(
+                        "could not add network device {} to ofproto (File exists)",
+                        spec.name
+                    ),
+                );
+                auto.insert(spec.name.clone());
+            } else if auto.remove(&spec.name) {
+                refuse.remove(&spec.name);
+            }
+        }
         let uuid = self.bridge.create_port(spec)?;
         if let (PortKind::System, Some(dp)) = (&spec.kind, self.kernel) {
             if let Ok(l) = self.links.link_by_name(&spec.name) {
@@ -1576,4 +1613,75 @@ fn a_recreated_host_port_gets_the_held_configuration_back() {
     fx.ctl.sync().unwrap();
     assert_pristine(&fx, &before);
     assert_eq!(held(&fx, "eth1"), None);
+}
+
+/// systemd-udevd gives the renamed NIC its old predictable name as an altname on the
+/// rename's "move" event, a moment later: after the rename step has looked (and removed one
+/// already there), before OVS makes the host port's device, which the kernel then refuses
+/// ("File exists", ofport -1). Seen in the kernel tier's reboot scenario, where it left the
+/// VM cut off: the rollback could not rename the NIC back onto its own altname either. Now
+/// the takeover removes the altname and has the host port made again; and a rollback
+/// renames onto the NIC's own altname by removing it first.
+#[test]
+fn a_late_udev_altname_neither_blocks_the_host_port_nor_the_rename_back() {
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    fx.sim.udev_late_altname.store(true, Ordering::SeqCst);
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    assert_attached(&fx);
+    let uplink = fx.links.link_by_index(fx.eth1).unwrap();
+    assert_eq!(uplink.altnames, Vec::<String>::new());
+    let host = fx.links.link_by_name("eth1").unwrap();
+    assert_ne!(host.index, fx.eth1);
+    assert!(
+        fx.links
+            .calls()
+            .contains(&Call::DelAltname(fx.eth1, "eth1".into())),
+        "{:?}",
+        fx.links.calls()
+    );
+    set_en(&fx, None);
+    fx.ctl.sync().unwrap();
+    assert_pristine(&fx, &before);
+
+    // The altname cannot be removed then (the takeover fails with it in place): the
+    // rollback's rename back must not stall on it.
+    let fx = fixture();
+    let before = nic_state(&fx.links, fx.eth1);
+    fx.sim.udev_late_altname.store(true, Ordering::SeqCst);
+    fx.links.fail_call(
+        // the rename's three changes (down, name, up), then the altname's removal
+        3,
+        LinkError::Permission {
+            what: "injected".into(),
+            errno: 1,
+        },
+    );
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    let e = fx.ctl.sync().unwrap_err();
+    assert!(
+        matches!(&e, EnError::RolledBack { error, rollback, .. }
+            if rollback.is_empty() && error.to_string().contains("remove altname eth1 of eth1~")),
+        "{e}"
+    );
+    for a in fx.links.addrs(Some(fx.eth1)).unwrap() {
+        if a.label.as_deref() == Some("eth1~") {
+            fx.links.del_addr(&a).unwrap();
+            let mut b = a.clone();
+            b.label = Some("eth1".into());
+            fx.links.add_addr(&b).unwrap();
+        }
+    }
+    assert_pristine(&fx, &before);
+}
+
+/// A link renamed onto its own altname: the altname goes first (the kernel refuses the
+/// rename otherwise, as onto any name in use).
+#[test]
+fn a_rename_onto_the_links_own_altname_removes_it_first() {
+    let fx = fixture();
+    fx.links.add_altname(fx.eth1, "lan0");
+    let l = fx.links.rename(fx.eth1, "lan0").unwrap();
+    assert_eq!((l.name.as_str(), l.altnames.len()), ("lan0", 0));
 }

@@ -166,13 +166,45 @@ impl EnController {
             .bridge
             .create_port(&host_spec)
             .map_err(ovs_err(format!("create host port {nic}")))?;
-        made.ports.push(host_uuid);
-        let host_of = self
-            .bridge
-            .ofport(nic)
-            .map_err(ovs_err(format!("ofport of host port {nic}")))?;
+        made.ports.push(host_uuid.clone());
+        let host_of = match self.bridge.ofport(nic) {
+            Ok(of) => of,
+            Err(e) if self.uplink_has_altname(rec) => {
+                // systemd-udevd gave the renamed NIC its old name as an altname, a moment
+                // after the rename (the rename step removes one that is there at once), and
+                // the kernel refused the host port's device that name. Take it off and
+                // have OVS make the device again.
+                log::warn!(
+                    "externalnode host port {nic} refused ({e}): udev gave {uplink} the \
+                     altname {nic}; removing it and creating the host port again"
+                );
+                self.links
+                    .del_altname(rec.config.ifindex, nic)
+                    .map_err(link_err(format!("remove altname {nic} of {uplink}")))?;
+                self.bridge
+                    .delete_ports(std::slice::from_ref(&host_uuid))
+                    .map_err(ovs_err(format!("delete the refused host port {nic}")))?;
+                made.ports.retain(|p| *p != host_uuid);
+                let again = self
+                    .bridge
+                    .create_port(&host_spec)
+                    .map_err(ovs_err(format!("create host port {nic}")))?;
+                made.ports.push(again);
+                self.bridge
+                    .ofport(nic)
+                    .map_err(ovs_err(format!("ofport of host port {nic}")))?
+            }
+            Err(e) => return Err(ovs_err(format!("ofport of host port {nic}"))(e)),
+        };
         made.ofports = Some((host_of, uplink_of));
         Ok(())
+    }
+
+    /// The uplink (the renamed NIC) carries the NIC's name as an altname.
+    fn uplink_has_altname(&self, rec: &Record) -> bool {
+        self.links
+            .link_by_index(rec.config.ifindex)
+            .is_ok_and(|l| l.altnames.iter().any(|a| *a == rec.nic))
     }
 
     /// Give the host port the NIC's sysctls, addresses and routes, turn IPv6 off on the
