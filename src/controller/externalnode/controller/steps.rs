@@ -204,7 +204,7 @@ impl EnController {
     fn uplink_has_altname(&self, rec: &Record) -> bool {
         self.links
             .link_by_index(rec.config.ifindex)
-            .is_ok_and(|l| l.altnames.iter().any(|a| *a == rec.nic))
+            .is_ok_and(|l| l.altnames.contains(&rec.nic))
     }
 
     /// Give the host port the NIC's sysctls, addresses and routes, turn IPv6 off on the
