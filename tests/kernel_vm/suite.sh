@@ -5,7 +5,8 @@
 # into the binaries (CARGO_BIN_EXE_tether, CARGO_MANIFEST_DIR) resolve; cargo runs tests from
 # there too. ./tests.list names them, one per line:
 #   <name> <path to the test binary> <test-threads> [VAR=VALUE ...]
-# (TIER_NOCAPTURE=1 among the variables: the binary's own output is kept, --nocapture)
+# (TIER_NOCAPTURE=1 among the variables: the binary's own output is kept, --nocapture;
+# TIER_SKIP=<test>: --skip <test>)
 # For each: out/test-<name>.log, and a line in out/suite.txt:
 #   <name> rc=<n> <seconds>s <cargo's result line>
 # Then the reboot scenario (./reboot.sh) when it is next to this script, across a real reboot.
@@ -13,7 +14,8 @@ set -u
 . ./tier.env
 out=$PWD/out
 mkdir -p "$out"
-export TETHER_TEST_DATAPATH=system RUST_BACKTRACE=1
+# TETHER_BIN: the tether the tests run (kernel-tier.sh builds it optimised).
+export TETHER_TEST_DATAPATH=system RUST_BACKTRACE=1 TETHER_TEST_BIN=$TETHER_BIN
 if [[ ${TIER_BOOT:-1} == 1 ]]; then
   modprobe openvswitch || { echo "suite: modprobe openvswitch failed"; exit 1; }
   echo "suite: kernel $(uname -r), openvswitch $(modinfo -F version openvswitch 2>/dev/null || echo in-tree)," \
@@ -25,6 +27,7 @@ if [[ ${TIER_BOOT:-1} == 1 ]]; then
     read -ra vars <<<"$envs"
     extra=()
     [[ " $envs " == *" TIER_NOCAPTURE=1 "* ]] && extra=(--nocapture)
+    for v in "${vars[@]}"; do [[ $v == TIER_SKIP=* ]] && extra+=(--skip "${v#TIER_SKIP=}"); done
     s=$(date +%s.%N)
     # The tests create their namespaces and OVS sandboxes under /tmp and remove them.
     (cd "$REPO" && env "${vars[@]}" "$bin" --test-threads="${threads:-2}" "${extra[@]}") \
