@@ -122,7 +122,8 @@ impl Rng {
     }
 }
 
-/// Poll `f` every 50 ms until it is `Ok`; on timeout, fail with its last error.
+/// Poll `f` every 50 ms until it is `Ok`; on timeout, fail with its last error. Both the
+/// interval and the timeout stretch by the harness's patience (`common::wait_for`).
 fn wait_ok<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
     let timeout = common::patience(timeout);
     let end = Instant::now() + timeout;
@@ -132,7 +133,7 @@ fn wait_ok<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<T, St
             Err(e) if Instant::now() > end => {
                 panic!("timed out after {timeout:?} waiting for {what}: {e}")
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => std::thread::sleep(common::patience(Duration::from_millis(50))),
         }
     }
 }
@@ -883,7 +884,7 @@ fn tether_kill9_campaign() {
                     bad.push(e);
                 }
                 samples.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(common::patience(Duration::from_millis(50)));
             }
             bad
         })

@@ -83,8 +83,10 @@ pub fn patience(d: Duration) -> Duration {
     d * timeout_scale()
 }
 
-/// Poll `f` every 20 ms until it returns Some or `timeout` (stretched by [`patience`])
-/// passes; then panic naming `what`.
+/// Poll `f` every 20 ms until it returns Some or `timeout` passes (then panic naming
+/// `what`). Both stretch by [`patience`]: on a machine several times slower, each look
+/// (often an `ovs-vsctl` or `ip` process) costs as much more, and looking as often would
+/// take the CPU from what is being waited for.
 pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let timeout = patience(timeout);
     let end = Instant::now() + timeout;
@@ -95,7 +97,7 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
         if Instant::now() >= end {
             panic!("timed out after {timeout:?} waiting for {what}");
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(patience(Duration::from_millis(20)));
     }
 }
 

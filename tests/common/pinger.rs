@@ -134,10 +134,26 @@ impl Pings {
             .collect()
     }
 
-    /// When request `seq` was sent, about: the first went out at `started`, one per
-    /// interval after (ping keeps its schedule; under emulation it may slip a little).
+    /// When request `seq` was sent, about: an answered one when its answer came (plus a
+    /// round trip, well under an interval here); a lost one between its nearest answered
+    /// neighbours, in proportion (ping's schedule slips under emulation, so counting
+    /// intervals from the start drifts); with no neighbour on one side, an interval per
+    /// step from the other.
     pub fn sent_at(&self, seq: u64) -> f64 {
-        self.started + (seq.saturating_sub(1)) as f64 * self.interval.as_secs_f64()
+        if let Some(t) = self.answered.get(&seq) {
+            return *t;
+        }
+        let step = self.interval.as_secs_f64();
+        let before = self.answered.range(..seq).next_back();
+        let after = self.answered.range(seq..).next();
+        match (before, after) {
+            (Some((&a, &ta)), Some((&b, &tb))) => {
+                ta + (tb - ta) * (seq - a) as f64 / (b - a) as f64
+            }
+            (Some((&a, &ta)), None) => ta + (seq - a) as f64 * step,
+            (None, Some((&b, &tb))) => tb - (b - seq) as f64 * step,
+            (None, None) => self.started + (seq.saturating_sub(1)) as f64 * step,
+        }
     }
 
     /// Requests lost among those sent between `from` and `to` (epoch seconds).

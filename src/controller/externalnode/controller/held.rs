@@ -5,10 +5,11 @@
 //! `ovs-ctl force-reload-kmod` does — is a new device (a new ifindex) with the namespace's
 //! default sysctls and nothing else: the held configuration goes back on it. The tool that
 //! reloaded the module may put part of it back itself a moment later (ovs-ctl flushes the
-//! device, then re-adds its addresses and main-table IPv4 routes only), so for
-//! [`PUT_BACK_WINDOW`] after that the held configuration stays what the host port must
-//! carry, and the ExternalNode is looked at again every [`RECHECK`] (the worker asks the
-//! controller, `recheck_after`). Otherwise every sync of an attached NIC records what the
+//! device, then re-adds its addresses and main-table IPv4 routes only; deleting the address
+//! takes every route through it, of every table, with it), so for [`PUT_BACK_WINDOW`] after
+//! that — and for [`PUT_BACK_QUIET`] after the last look that had something to put back —
+//! the held configuration stays what the host port must carry, and the ExternalNode is
+//! looked at again every [`RECHECK`] (the worker asks the controller, `recheck_after`). Otherwise every sync of an attached NIC records what the
 //! host port carries now: a DHCP renewal or an operator's route is what a later put-back
 //! restores.
 
@@ -18,8 +19,13 @@ use super::*;
 use crate::controller::externalnode::record::Held;
 use crate::netlink::{Lifetime, NicConfig};
 
-/// How long after a put-back the held configuration stays authoritative.
-pub(super) const PUT_BACK_WINDOW: Duration = Duration::from_secs(30);
+/// How long after a re-created host port was found the held configuration stays
+/// authoritative (ovs-ctl's restore comes after its flows are back: seconds, more on a
+/// slow VM; under the kernel tier's emulation it came after more than 30 s).
+pub(super) const PUT_BACK_WINDOW: Duration = Duration::from_secs(60);
+
+/// ... and how long after the last look that had to put something back (or failed to).
+pub(super) const PUT_BACK_QUIET: Duration = Duration::from_secs(30);
 
 /// How often the ExternalNode is synced again during that window.
 pub(super) const RECHECK: Duration = Duration::from_secs(2);
@@ -141,12 +147,24 @@ impl EnController {
                 let mut plan = plan_sysctls(&h.config, &host, &current);
                 plan.steps.extend(plan_move(&h.config, None, &host).steps);
                 let put = apply_best_effort(links, &plan);
-                if let Ok(applied) = &put {
-                    if !applied.changed.is_empty() {
+                let busy = match &put {
+                    Ok(applied) if applied.changed.is_empty() => false,
+                    Ok(applied) => {
                         log::info!(
                             "externalnode host port {nic}: {} changes put back",
                             applied.changed.len()
                         );
+                        true
+                    }
+                    Err(_) => true,
+                };
+                if busy {
+                    // Someone is still changing it: keep watching for a while yet.
+                    let mut window = lock(&self.put_back);
+                    if let Some((n, until)) = window.as_mut() {
+                        if n == nic {
+                            *until = (*until).max(Instant::now() + PUT_BACK_QUIET);
+                        }
                     }
                 }
                 if recreated {
