@@ -20,7 +20,8 @@
 # PVM (kvm_pvm), which boots only PVM-aware guest kernels: Debian's kernel hangs on it.
 # The choice is printed as "kernel-vm: accel=<a> (<why>) scale=<n>", and the payload finds it
 # in its environment: TETHER_VM_ACCEL and TETHER_TEST_TIMEOUT_SCALE (how much slower than
-# the host the harness should expect the guest to be).
+# the host the harness should expect the guest to be: 2 under KVM, 8 under TCG;
+# TETHER_VM_TIMEOUT_SCALE overrides it).
 # Exit: the payload's status; 124 timeout; 125 the guest ended without one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +66,7 @@ case $accel in
   *) echo "kernel-vm: --accel kvm or tcg, not '$accel'" >&2; exit 2 ;;
 esac
 why=${why:-forced}
-scale=${TETHER_TEST_TIMEOUT_SCALE:-$scale}
+scale=${TETHER_VM_TIMEOUT_SCALE:-$scale}
 echo "kernel-vm: accel=$accel ($why) scale=$scale" >&2
 
 if [[ -d $out && -n $(ls -A "$out") && ! -f $out/console.log ]]; then

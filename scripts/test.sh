@@ -5,43 +5,68 @@
 #                                     (the kernel tier boots a VM: TETHER_SKIP_KERNEL_TIER=1
 #                                     skips it, saying so)
 #   TETHER_SKIP_PRIVILEGED=1 ./scripts/test.sh   unit tier only (privileged tests say SKIPPED)
+# Order: fmt, clippy, product checks, the test build; then the kernel tier (a VM that keeps
+# two cores busy: scripts/kernel-tier.sh) in the background while the host's tiers run
+# beside it — cargo test, the systemd tier, the fault campaigns, which mostly wait — with
+# their waits stretched (TETHER_TEST_TIMEOUT_SCALE, default 2) for a machine shared with a
+# VM; the kernel tier's results last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
+privileged=1
+[[ ${TETHER_SKIP_PRIVILEGED:-0} == 1 ]] && privileged=0
+image=""
+kernel=""
+cleanup() {
+  [[ -n $kernel ]] && kill -TERM "$kernel" 2>/dev/null
+  [[ -n $image ]] && kill -TERM "$image" 2>/dev/null
+  return 0
+}
+trap cleanup EXIT
+mkdir -p target
+if ((privileged)); then
   ./scripts/install-deps.sh
   ./scripts/cleanup-stale.sh
+  if [[ ${TETHER_SKIP_KERNEL_TIER:-0} != 1 ]]; then
+    # The kernel tier's VM image (cached; on a new machine a debootstrap and Debian's
+    # kernel: mostly downloads), while the checks below use the CPU.
+    ./scripts/kernel-image.sh >target/kernel-image.log 2>&1 &
+    image=$!
+  fi
 fi
 
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
 echo "== cargo clippy" >&2
 cargo clippy --all-targets --locked -- -D warnings
-if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
+if ((privileged)); then
   # systemd unit verify + exposure, offline build from the vendored tarball, static binary.
   ./scripts/check-product.sh
+fi
+echo "== cargo test: build" >&2
+cargo test --locked --no-run
+if [[ -n $image ]]; then
+  # kernel-tier.sh builds it if this failed, and says why if it cannot.
+  wait "$image" || echo "test.sh: the VM image did not build here (target/kernel-image.log)" >&2
+  image=""
+fi
+if ((privileged)); then
+  echo "== kernel tier: started in the background (results at the end)" >&2
+  rm -rf target/kernel-tier
+  ./scripts/kernel-tier.sh >target/kernel-tier.log 2>&1 &
+  kernel=$!
+  # Its own cargo step (nothing to build by now) goes first, alone.
+  while kill -0 "$kernel" 2>/dev/null && [[ ! -f target/kernel-tier/.built ]]; do sleep 1; done
+  export TETHER_TEST_TIMEOUT_SCALE=${TETHER_TEST_TIMEOUT_SCALE:-2}
 fi
 echo "== cargo test" >&2
 # The systemd tier (tests/systemd_vm.rs) runs later, on its own: its tests mostly wait (a
 # lease's expiry, a watchdog) and each boots a container, so they all run at once there.
 SYSTEMD_TIER=(--skip _under_a_real_systemd --skip dhcp_under_)
 cargo test --locked -- "${SYSTEMD_TIER[@]}"
-kernel=""
-if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
-  # The kernel tier (a VM on the kernel datapath: scripts/kernel-tier.sh) runs in the
-  # background beside the systemd tier and the fault campaigns, which mostly wait; its
-  # results come last. Its own cargo steps go first, alone.
-  echo "== kernel tier: started in the background (results at the end)" >&2
-  mkdir -p target
-  rm -rf target/kernel-tier
-  ./scripts/kernel-tier.sh >target/kernel-tier.log 2>&1 &
-  kernel=$!
-  trap '[[ -n $kernel ]] && kill -TERM "$kernel" 2>/dev/null' EXIT
-  while kill -0 "$kernel" 2>/dev/null && [[ ! -f target/kernel-tier/.built ]]; do sleep 1; done
-fi
 echo "== cargo test: systemd tier" >&2
 cargo test --locked --test systemd_vm -- --test-threads=8
-if [[ ${TETHER_SKIP_PRIVILEGED:-0} != 1 ]]; then
+if ((privileged)); then
   # The fault campaigns' bounded CI tier (docs/reliability.md; --full runs the full counts).
   echo "== faults (CI tier)" >&2
   ./scripts/faults.sh --ci
