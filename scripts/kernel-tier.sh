@@ -39,7 +39,7 @@ done
 ALL=(
   "ovsdb 2" "netlink_kernel 2" "datapath 2"
   "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_target 1"
-  "plan_cmd 1" "flows_cmd 1" "product 1" "kernel_datapath 1"
+  "plan_cmd 1" "flows_cmd 1" "product 1" "kernel_datapath 1 TIER_NOCAPTURE=1"
   "faults 1 TETHER_FAULTS=ci FAULTS_VSWITCHD_KILLS=2 FAULTS_OVSDB_RESTARTS=2 FAULTS_TETHER_KILLS=3 TIER_NOCAPTURE=1 TIER_SKIP=api_fault_campaign"
 )
 # The other privileged binaries run on the host's userspace datapath only, each because no
