@@ -67,6 +67,7 @@ case $accel in
 esac
 why=${why:-forced}
 scale=${TETHER_VM_TIMEOUT_SCALE:-$scale}
+cpu=${TETHER_VM_CPU:-$cpu}
 echo "kernel-vm: accel=$accel ($why) scale=$scale" >&2
 
 if [[ -d $out && -n $(ls -A "$out") && ! -f $out/console.log ]]; then

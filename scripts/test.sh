@@ -5,11 +5,12 @@
 #                                     (the kernel tier boots a VM: TETHER_SKIP_KERNEL_TIER=1
 #                                     skips it, saying so)
 #   TETHER_SKIP_PRIVILEGED=1 ./scripts/test.sh   unit tier only (privileged tests say SKIPPED)
-# Order: fmt, clippy, product checks, the test build; then the kernel tier (a VM that keeps
-# two cores busy: scripts/kernel-tier.sh) in the background while the host's tiers run
-# beside it — cargo test, the systemd tier, the fault campaigns, which mostly wait — with
-# their waits stretched (TETHER_TEST_TIMEOUT_SCALE, default 2) for a machine shared with a
-# VM; the kernel tier's results last.
+# Order: fmt and the test build; then the kernel tier (a VM that keeps two cores busy and is
+# the longest stage: scripts/kernel-tier.sh) in the background while the rest runs beside it
+# — clippy, the product checks, cargo test, the systemd tier, the fault campaigns, which
+# mostly wait — with their waits stretched (TETHER_TEST_TIMEOUT_SCALE, default 2) for a
+# machine shared with a VM; the kernel tier's results last. Each stage's header says how
+# many seconds into the run it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,15 +36,10 @@ if ((privileged)); then
   fi
 fi
 
-echo "== cargo fmt --check" >&2
+stage() { echo "== $* ($((SECONDS)) s)" >&2; }
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy" >&2
-cargo clippy --all-targets --locked -- -D warnings
-if ((privileged)); then
-  # systemd unit verify + exposure, offline build from the vendored tarball, static binary.
-  ./scripts/check-product.sh
-fi
-echo "== cargo test: build" >&2
+stage "cargo test: build"
 cargo test --locked --no-run
 if [[ -n $image ]]; then
   # kernel-tier.sh builds it if this failed, and says why if it cannot.
@@ -51,28 +47,36 @@ if [[ -n $image ]]; then
   image=""
 fi
 if ((privileged)); then
-  echo "== kernel tier: started in the background (results at the end)" >&2
+  # First of the long stages: the VM is the longest, the rest fit beside it.
+  stage "kernel tier: started in the background (results at the end)"
   rm -rf target/kernel-tier
   ./scripts/kernel-tier.sh >target/kernel-tier.log 2>&1 &
   kernel=$!
   # Its own cargo step (nothing to build by now) goes first, alone.
   while kill -0 "$kernel" 2>/dev/null && [[ ! -f target/kernel-tier/.built ]]; do sleep 1; done
+fi
+stage "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+if ((privileged)); then
+  # systemd unit verify + exposure, offline build from the vendored tarball, static binary.
+  stage "product checks"
+  ./scripts/check-product.sh
   export TETHER_TEST_TIMEOUT_SCALE=${TETHER_TEST_TIMEOUT_SCALE:-2}
 fi
-echo "== cargo test" >&2
+stage "cargo test"
 # The systemd tier (tests/systemd_vm.rs) runs later, on its own: its tests mostly wait (a
 # lease's expiry, a watchdog) and each boots a container, so they all run at once there.
 SYSTEMD_TIER=(--skip _under_a_real_systemd --skip dhcp_under_)
 cargo test --locked -- "${SYSTEMD_TIER[@]}"
-echo "== cargo test: systemd tier" >&2
+stage "cargo test: systemd tier"
 cargo test --locked --test systemd_vm -- --test-threads=8
 if ((privileged)); then
   # The fault campaigns' bounded CI tier (docs/reliability.md; --full runs the full counts).
-  echo "== faults (CI tier)" >&2
+  stage "faults (CI tier)"
   ./scripts/faults.sh --ci
 fi
 if [[ -n $kernel ]]; then
-  echo "== kernel tier" >&2
+  stage "kernel tier"
   status=0
   wait "$kernel" || status=$?
   kernel=""

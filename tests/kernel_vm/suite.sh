@@ -6,7 +6,7 @@
 # there too. ./tests.list names them, one per line:
 #   <name> <path to the test binary> <test-threads> [VAR=VALUE ...]
 # (TIER_NOCAPTURE=1 among the variables: the binary's own output is kept, --nocapture;
-# TIER_SKIP=<test>: --skip <test>)
+# TIER_SKIP=<test>: --skip <test>; TIER_NO_TETHER=1: runs before the tier's tether is built)
 # For each: out/test-<name>.log, and a line in out/suite.txt:
 #   <name> rc=<n> <seconds>s <cargo's result line>
 # Then the reboot scenario (./reboot.sh) when it is next to this script, across a real reboot.
@@ -21,6 +21,16 @@ if [[ ${TIER_BOOT:-1} == 1 ]]; then
   echo "suite: kernel $(uname -r), openvswitch $(modinfo -F version openvswitch 2>/dev/null || echo in-tree)," \
     "$(ovs-vswitchd --version | head -n 1), accel=$TETHER_VM_ACCEL scale=$TETHER_TEST_TIMEOUT_SCALE"
   rc_all=0
+  # The host builds the tier's tether while this boots: it writes "ok" to $TETHER_READY
+  # when the binary is there (or why not). Binaries marked TIER_NO_TETHER=1 run before.
+  tether_ready() {
+    local i
+    for ((i = 0; i < 900; i++)); do
+      [[ -s $TETHER_READY ]] && break
+      sleep 1
+    done
+    [[ $(cat "$TETHER_READY" 2>/dev/null) == ok ]]
+  }
   : >"$out/suite.txt"
   while read -r name bin threads envs; do
     [[ -z $name || $name == \#* ]] && continue
@@ -28,6 +38,12 @@ if [[ ${TIER_BOOT:-1} == 1 ]]; then
     extra=()
     [[ " $envs " == *" TIER_NOCAPTURE=1 "* ]] && extra=(--nocapture)
     for v in "${vars[@]}"; do [[ $v == TIER_SKIP=* ]] && extra+=(--skip "${v#TIER_SKIP=}"); done
+    if [[ " $envs " != *" TIER_NO_TETHER=1 "* ]] && ! tether_ready; then
+      printf '%-22s rc=1 not run: %s\n' "$name" "$(cat "$TETHER_READY" 2>/dev/null || echo "no tether after 15 min")" |
+        tee -a "$out/suite.txt"
+      rc_all=1
+      continue
+    fi
     s=$(date +%s.%N)
     # The tests create their namespaces and OVS sandboxes under /tmp and remove them.
     (cd "$REPO" && env "${vars[@]}" "$bin" --test-threads="${threads:-2}" "${extra[@]}") \
