@@ -192,6 +192,8 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
         "vm1",
         "--state-socket",
         &format!("{d}/t.sock"),
+        "--state-dir",
+        &format!("{d}/state"),
     ];
     if std::env::var_os("BENCH_COVERAGE").is_some() {
         let before = sb.appctl(&["-t", "ovs-vswitchd", "coverage/show"]);

@@ -132,7 +132,7 @@ run in_ns "$GW" ping -c 2 -i 0.2 -q 192.0.2.10 | tail -2
 
 cp examples/demo/*.yaml "$dir/manifests/"
 flags=(--manifests "$dir/manifests" --ovs-rundir "$dir" --bridge br-int --datapath-type netdev
-  --node-name vm1 --state-socket "$dir/tether.sock")
+  --node-name vm1 --state-socket "$dir/tether.sock" --state-dir "$dir/state")
 say "4/9 tether plan: what tether run would change (it changes nothing; exit 3 = changes pending)"
 ls "$dir/manifests"
 printf '\033[2m$ tether plan %s\033[0m\n' "${flags[*]}"

@@ -33,6 +33,9 @@ pub struct Config {
     pub source: Input,
     pub external_node_namespace: String,
     pub state_socket: PathBuf,
+    /// Where an attached NIC's configuration is also kept (besides OVSDB), so that losing
+    /// the bridge or the OVS database does not lose it (systemd's `StateDirectory=`).
+    pub state_dir: PathBuf,
     /// `externalNode.policyBypassRules`, validated here so that `check` and `run` refuse a
     /// bad rule before connecting to anything.
     pub policy_bypass_rules: Vec<PolicyBypassRule>,
@@ -106,6 +109,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "PATH  status socket (default /run/tether/tether.sock)",
     ),
     (
+        "--state-dir",
+        "stateDir",
+        "DIR  keeps an attached NIC's configuration (default /var/lib/tether)",
+    ),
+    (
         "--allow-insecure-tls",
         "allowInsecureTLS",
         "  honour insecure-skip-tls-verify in the kubeconfig (loud warning)",
@@ -127,6 +135,7 @@ struct Raw {
     manifests: Option<String>,
     external_node_namespace: Option<String>,
     state_socket: Option<String>,
+    state_dir: Option<String>,
     allow_insecure_tls: Option<bool>,
     allow_plain_http: Option<bool>,
 }
@@ -142,6 +151,7 @@ impl Raw {
             "manifests" => &mut self.manifests,
             "externalNodeNamespace" => &mut self.external_node_namespace,
             "stateSocket" => &mut self.state_socket,
+            "stateDir" => &mut self.state_dir,
             _ => return false,
         };
         *slot = Some(value);
@@ -161,6 +171,7 @@ impl Raw {
                 .external_node_namespace
                 .or(other.external_node_namespace),
             state_socket: self.state_socket.or(other.state_socket),
+            state_dir: self.state_dir.or(other.state_dir),
             allow_insecure_tls: self.allow_insecure_tls.or(other.allow_insecure_tls),
             allow_plain_http: self.allow_plain_http.or(other.allow_plain_http),
         }
@@ -483,6 +494,7 @@ pub fn parse_run(
             r.state_socket
                 .unwrap_or_else(|| "/run/tether/tether.sock".into()),
         ),
+        state_dir: PathBuf::from(r.state_dir.unwrap_or_else(|| "/var/lib/tether".into())),
         policy_bypass_rules: rules,
         allow_insecure_tls: r.allow_insecure_tls.unwrap_or(false),
         allow_plain_http: r.allow_plain_http.unwrap_or(false),

@@ -3,7 +3,9 @@
 //! 1. refuse while a daemon answers on the state socket;
 //! 2. give every NIC back from what OVSDB records (the ExternalNode controller's own
 //!    restore, after finishing or rolling back a step a crash left recorded): name, MAC,
-//!    MTU, addresses with their lifetimes, routes, sysctls;
+//!    MTU, addresses with their lifetimes, routes, sysctls; a `<nic>~` whose host port or
+//!    bridge OVS lost, from the state directory's copy of that configuration — and a reset
+//!    that leaves a `<nic>~` fails;
 //! 3. then, only if that worked: delete tether's ports, every flow with tether's cookie
 //!    shape, tether's keys in `Bridge.external_ids`, and with `--delete-bridge` the bridge
 //!    if tether created it and nothing else uses it.
@@ -15,11 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::controller::externalnode::heldfile::HeldFiles;
 use crate::controller::externalnode::record::HELD_PREFIX;
 use crate::controller::externalnode::{EnConfig, EnController, RECORD_KEY};
-use crate::controller::{Bridge, Flows, LiveBridge};
+use crate::controller::{AbsentBridge, AbsentFlows, Bridge, Flows, LiveBridge};
 use crate::flows::owners::tether_cookie;
 use crate::k8s::Stores;
+use crate::netlink::{Links, uplink_name};
 use crate::openflow::flowmod::{FlowDesc, FlowMod};
 use crate::openflow::{OfFlows, OfFlowsConfig};
 use crate::ovsdb::bridgedb::CREATED_KEY;
@@ -30,12 +34,12 @@ pub struct Options {
     pub delete_bridge: bool,
 }
 
-pub const USAGE: &str =
-    "tether reset [--delete-bridge] [run's --config/--bridge/--ovs-rundir/--state-socket]
-  give the VM back as before tether: the ExternalNode NIC restored from what OVSDB records,
-  tether's ports, flows and Bridge external_ids removed; --delete-bridge also removes the
-  bridge if tether created it and nothing else uses it. Refuses while a tether daemon
-  answers on the state socket. Exit: 0 done or nothing to do, 1 failed (run it again once
+pub const USAGE: &str = "tether reset [--delete-bridge] [run's --config/--bridge/--ovs-rundir/--state-socket/--state-dir]
+  give the VM back as before tether: the ExternalNode NIC restored from what OVSDB records
+  (a <nic>~ whose host port or bridge OVS lost: from the state directory's copy), tether's
+  ports, flows and Bridge external_ids removed; --delete-bridge also removes the bridge if
+  tether created it and nothing else uses it. Refuses while a tether daemon answers on the
+  state socket. Exit: 0 done or nothing to do, 1 failed or a <nic>~ left (run it again once
   the cause is fixed), 2 bad usage.
 ";
 
@@ -176,11 +180,22 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
         .wait_connected(Duration::from_secs(5))
         .map_err(|e| format!("ovsdb {}: {e}", db_sock.display()))?;
     let Some(db) = BridgeDb::open(client.clone(), &cfg.bridge).map_err(|e| e.to_string())? else {
-        out.push(format!(
-            "bridge {} does not exist: nothing to reset",
-            cfg.bridge
-        ));
-        return Ok(());
+        // The bridge went with what it recorded; the state directory still has the held
+        // configuration of a NIC taken over (a `<nic>~` to give back).
+        let bridge: Arc<dyn Bridge> = Arc::new(AbsentBridge {
+            name: cfg.bridge.clone(),
+        });
+        let flows: Arc<dyn Flows> = Arc::new(AbsentFlows {
+            bridge: cfg.bridge.clone(),
+        });
+        restore_nics(cfg, bridge, flows, out)?;
+        if out.is_empty() {
+            out.push(format!(
+                "bridge {} does not exist: nothing to reset",
+                cfg.bridge
+            ));
+        }
+        return no_uplink_left(cfg);
     };
     let of = give_nics_back(cfg, &client, db, out)?;
     // The replica follows the restore's transactions; read the bridge as it is now.
@@ -194,7 +209,32 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
     if out.is_empty() {
         out.push(format!("nothing to reset on bridge {}", cfg.bridge));
     }
-    Ok(())
+    no_uplink_left(cfg)
+}
+
+/// A reset that leaves a NIC renamed to its uplink name has not given the VM back: a
+/// failure, whatever else worked. Looks for the uplink name of every NIC the state
+/// directory still holds a configuration for, and of every interface in the kernel
+/// enslaved to OVS's datapath under a tether uplink name.
+fn no_uplink_left(cfg: &Config) -> Result<(), String> {
+    let files = HeldFiles::new(&cfg.state_dir);
+    let links = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
+    let mut left: Vec<String> = files
+        .nics()
+        .into_iter()
+        .map(|n| uplink_name(&n))
+        .filter(|u| links.link_by_name(u).is_ok())
+        .collect();
+    left.sort();
+    left.dedup();
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} still there: the NIC is not given back (its configuration is kept in {}); fix the cause and run tether reset again",
+        left.join(", "),
+        cfg.state_dir.display()
+    ))
 }
 
 /// Step 2: every NIC back, by the ExternalNode controller's own restore. Returns the
@@ -224,6 +264,18 @@ fn give_nics_back(
         .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;
     let bridge: Arc<dyn Bridge> = Arc::new(LiveBridge::new(db));
     let flows: Arc<dyn Flows> = of.clone();
+    restore_nics(cfg, bridge, flows, out)?;
+    Ok(of)
+}
+
+/// Every NIC back, by the ExternalNode controller's own restore (and its give-back of a
+/// NIC whose host port OVS lost).
+fn restore_nics(
+    cfg: &Config,
+    bridge: Arc<dyn Bridge>,
+    flows: Arc<dyn Flows>,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
     let links = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
     let en = EnController::new(
         EnConfig {
@@ -245,7 +297,7 @@ fn give_nics_back(
     out.extend(nics.iter().map(|n| {
         format!("restored {n}: its name, MAC, MTU, sysctls, addresses and routes are back")
     }));
-    Ok(of)
+    Ok(())
 }
 
 /// Step 3: carry out `p`.

@@ -176,6 +176,7 @@ fn agent_main(dir: &str) {
         bypass_rules: bypass_rules(),
         ovs_rundir: dir.clone(),
         datapath_type: common::datapath().into(),
+        state_dir: None,
     };
     let ctl = EnController::new(cfg, stores.clone(), en_bridge, en_flows, links);
     let mut seen = 0u64;

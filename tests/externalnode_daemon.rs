@@ -51,6 +51,8 @@ fn tether_argv(sb: &Sandbox, cmd: &str, extra: &[&str], bridge: &str) -> Vec<Str
             "vm1",
             "--state-socket",
             &format!("{dir}/tether.sock"),
+            "--state-dir",
+            &format!("{dir}/state"),
         ]
         .map(String::from),
     );

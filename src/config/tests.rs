@@ -30,6 +30,7 @@ fn defaults() {
             source: Input::InCluster,
             external_node_namespace: "default".into(),
             state_socket: "/run/tether/tether.sock".into(),
+            state_dir: "/var/lib/tether".into(),
             policy_bypass_rules: vec![],
             allow_insecure_tls: false,
             allow_plain_http: false,

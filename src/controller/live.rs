@@ -160,3 +160,85 @@ impl HostNetwork for Networkd {
         Networkd::released(self, nic)
     }
 }
+
+/// A bridge that does not exist (`tether reset` after `ovs-vsctl del-br`, or with an OVS
+/// database that lost it): no ports, no external_ids; creating anything is refused. What
+/// can still be done without it — giving a NIC back from the state directory's held
+/// configuration — runs against this.
+pub struct AbsentBridge {
+    pub name: String,
+}
+
+impl AbsentBridge {
+    fn gone(&self, op: &str) -> OvsdbError {
+        OvsdbError::Protocol(format!("{op}: bridge {} does not exist", self.name))
+    }
+}
+
+impl Bridge for AbsentBridge {
+    fn interfaces(&self) -> Arc<Interfaces> {
+        Arc::new(Interfaces::new(Vec::new()))
+    }
+    fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
+        Err(self.gone(&format!("create port {}", spec.name)))
+    }
+    fn ofport(&self, name: &str) -> Result<u32, OvsdbError> {
+        Err(self.gone(&format!("ofport of {name}")))
+    }
+    fn delete_ports(&self, ports: &[Uuid]) -> Result<(), OvsdbError> {
+        if ports.is_empty() {
+            return Ok(());
+        }
+        Err(self.gone("delete ports"))
+    }
+    fn set_port_external_ids(
+        &self,
+        port: &str,
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        Err(self.gone(&format!("set external_ids of {port}")))
+    }
+    fn set_interface_options(
+        &self,
+        name: &str,
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), OvsdbError> {
+        Err(self.gone(&format!("set options of {name}")))
+    }
+    fn bridge_external_id(&self, _: &str) -> Result<Option<String>, OvsdbError> {
+        Ok(None)
+    }
+    fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
+        // Removing a key of a bridge that is gone is done already.
+        match value {
+            None => Ok(()),
+            Some(_) => Err(self.gone(&format!("set external_ids:{key}"))),
+        }
+    }
+}
+
+/// Flows on a bridge that does not exist ([`AbsentBridge`]): there are none to remove;
+/// installing any is refused.
+pub struct AbsentFlows {
+    pub bridge: String,
+}
+
+impl Flows for AbsentFlows {
+    fn apply(&self, _: Owner, _: Vec<Flow>) -> Result<(), OfError> {
+        Err(OfError::Disconnected {
+            socket: format!(
+                "{}.mgmt (bridge {} does not exist)",
+                self.bridge, self.bridge
+            ),
+        })
+    }
+    fn remove(&self, _: Owner) -> Result<(), OfError> {
+        Ok(())
+    }
+    fn set_no_flood(&self, _: u32, _: bool) -> Result<(), OfError> {
+        Ok(())
+    }
+    fn delete_round(&self, _: u16) -> Result<(), OfError> {
+        Ok(())
+    }
+}

@@ -16,7 +16,7 @@ pub mod trafficcontrol;
 pub mod traits;
 pub mod worker;
 
-pub use live::{LiveBridge, VswitchdDatapath};
+pub use live::{AbsentBridge, AbsentFlows, LiveBridge, VswitchdDatapath};
 pub use traits::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork};
 
 /// A unit of work: one TrafficControl, the L2 forwarding flows of the Pod ports, or this

@@ -288,6 +288,7 @@ pub(crate) fn en_config(cfg: &Config) -> EnConfig {
         bypass_rules: cfg.policy_bypass_rules.clone(),
         ovs_rundir: cfg.ovs_rundir.clone(),
         datapath_type: cfg.datapath_type.clone(),
+        state_dir: Some(cfg.state_dir.clone()),
     }
 }
 

@@ -41,6 +41,11 @@ impl Tether {
     pub fn start_bin(bin: &Path, ns: &Netns, args: &[&str], log: &Path) -> Tether {
         let mut argv = vec![bin.to_str().expect("utf-8 path"), "run"];
         argv.extend_from_slice(args);
+        // Never the machine's own /var/lib/tether: a state directory beside the log.
+        let state = log.with_file_name("state");
+        if !args.contains(&"--state-dir") {
+            argv.extend(["--state-dir", state.to_str().expect("utf-8 path")]);
+        }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -137,6 +137,8 @@ impl Bed {
             "vm1".into(),
             "--state-socket".into(),
             format!("{dir}/tether.sock"),
+            "--state-dir".into(),
+            format!("{dir}/state"),
         ]
     }
 

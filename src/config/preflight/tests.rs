@@ -224,6 +224,7 @@ fn check_run_on_this_host_fails_the_kernel_datapath() {
         source: crate::config::Input::Manifests(dir.join("no-manifests")),
         external_node_namespace: "default".into(),
         state_socket: dir.join("run/tether.sock"),
+        state_dir: dir.join("state"),
         policy_bypass_rules: vec![],
         allow_insecure_tls: false,
         allow_plain_http: false,

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use sha1::{Digest, Sha1};
 
 mod held;
+mod orphans;
 mod preview;
 mod recover;
 mod settle;
@@ -19,6 +20,7 @@ mod steps;
 pub use preview::EnPreview;
 use steps::Made;
 
+use super::heldfile::HeldFiles;
 use super::identity;
 use super::plan::{Attach, AttachedView, plan_sync};
 use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
@@ -73,6 +75,8 @@ pub struct EnController {
     /// The NIC whose host port got its held configuration back, and until when that stays
     /// authoritative (`held`).
     put_back: Mutex<Option<(String, std::time::Instant)>>,
+    /// The held configuration's copy outside OVS (`EnConfig::state_dir`).
+    held_files: Option<HeldFiles>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,8 +126,10 @@ impl EnController {
             rundir: cfg.ovs_rundir.clone(),
             datapath: unixctl::datapath_name(&cfg.datapath_type).to_string(),
         });
+        let held_files = cfg.state_dir.as_ref().map(HeldFiles::new);
         EnController {
             cfg,
+            held_files,
             stores,
             bridge,
             flows,
@@ -183,8 +189,12 @@ impl EnController {
     pub fn restore_all(&self) -> Result<Vec<String>, EnError> {
         let _g = lock(&self.serial);
         self.finish_recorded()?;
-        let mut restored = Vec::new();
         let mut errors = Vec::new();
+        // A `<nic>~` whose host port OVS lost: given back from the state directory.
+        let mut restored = self.give_back_orphans().unwrap_or_else(|e| {
+            errors.push(e);
+            Vec::new()
+        });
         for a in self.attached() {
             log::info!("reset: restoring nic={}", a.nic);
             match self.restore(&a) {
@@ -279,6 +289,9 @@ impl EnController {
     /// after it, reconcile with the store. The bypass flows need no ExternalNode.
     fn sync_locked(&self) -> Result<(), EnError> {
         let r = self.finish_recorded().and_then(|()| {
+            // A `<nic>~` whose host port OVS lost gets the VM's configuration back first;
+            // the reconcile below then finds the NIC and takes it over again.
+            self.give_back_orphans()?;
             if self.stores.external_nodes.has_synced() {
                 self.reconcile()
             } else {

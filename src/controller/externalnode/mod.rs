@@ -35,6 +35,7 @@
 //! [`Links`]: crate::netlink::Links
 
 mod controller;
+pub mod heldfile;
 pub mod identity;
 pub mod plan;
 pub mod record;

@@ -416,7 +416,7 @@ impl Hint {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     pub fn sample() -> NicConfig {

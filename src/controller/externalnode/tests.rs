@@ -267,7 +267,20 @@ fn new_controller(
     stores: &Stores,
     links: &Arc<FakeLinks>,
 ) -> EnController {
+    new_controller_in(sim, flows, dp, stores, links, None)
+}
+
+/// [`new_controller`] keeping held configurations in `state_dir` too.
+fn new_controller_in(
+    sim: &Arc<Sim>,
+    flows: &Arc<FakeFlows>,
+    dp: &Arc<FakeDatapath>,
+    stores: &Stores,
+    links: &Arc<FakeLinks>,
+    state_dir: Option<std::path::PathBuf>,
+) -> EnController {
     let cfg = EnConfig {
+        state_dir,
         node_name: "vm1".into(),
         namespace: "default".into(),
         bypass_rules: rules(),
@@ -1685,3 +1698,5 @@ fn a_rename_onto_the_links_own_altname_removes_it_first() {
     let l = fx.links.rename(fx.eth1, "lan0").unwrap();
     assert_eq!((l.name.as_str(), l.altnames.len()), ("lan0", 0));
 }
+
+mod giveback;

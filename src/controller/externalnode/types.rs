@@ -33,6 +33,9 @@ pub struct EnConfig {
     pub ovs_rundir: PathBuf,
     /// The bridge's datapath type (`--datapath-type`): picks the datapath for `dpctl/*`.
     pub datapath_type: String,
+    /// Where the held configuration of an attached NIC is also kept, outside OVS
+    /// (`--state-dir`; `None`: in OVSDB only).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for EnConfig {
@@ -44,6 +47,7 @@ impl Default for EnConfig {
             bypass_rules: Vec::new(),
             ovs_rundir: PathBuf::from("/var/run/openvswitch"),
             datapath_type: "system".into(),
+            state_dir: None,
         }
     }
 }
@@ -122,6 +126,11 @@ pub enum EnError {
         nic: String,
         detail: String,
     },
+    /// The state directory (`--state-dir`): a held configuration not written or removed.
+    State {
+        op: String,
+        detail: String,
+    },
     /// The step record in OVSDB cannot be read; left in place for an operator.
     Record {
         detail: String,
@@ -187,6 +196,7 @@ impl fmt::Display for EnError {
                 Ok(())
             }
             EnError::Ovsdb { op, error } => write!(f, "{op}: {error}"),
+            EnError::State { op, detail } => write!(f, "{op}: {detail}"),
             EnError::Flows { op, error } => write!(f, "{op}: {error}"),
             EnError::Datapath { nic, error } => {
                 write!(f, "removing datapath port {nic} via ovs-vswitchd: {error}")

@@ -52,9 +52,15 @@ fn comparable(c: &NicConfig) -> NicConfig {
 }
 
 impl EnController {
-    /// The held configuration of `nic`, if OVSDB has a readable one (an unreadable one is
-    /// logged and treated as none: the next sync writes it anew).
+    /// The held configuration of `nic`: OVSDB's if it has a readable one, else the state
+    /// directory's (an unreadable one is logged and treated as none: the next sync of an
+    /// attached NIC writes it anew).
     pub(super) fn read_held(&self, nic: &str) -> Option<Held> {
+        self.read_held_ovsdb(nic)
+            .or_else(|| self.read_held_file(nic))
+    }
+
+    fn read_held_ovsdb(&self, nic: &str) -> Option<Held> {
         let raw = match self.bridge.bridge_external_id(&Held::key(nic)) {
             Ok(raw) => raw?,
             Err(e) => {
@@ -74,13 +80,38 @@ impl EnController {
         }
     }
 
+    fn read_held_file(&self, nic: &str) -> Option<Held> {
+        match self.held_files.as_ref()?.read(nic) {
+            Ok(h) => h,
+            Err(e) => {
+                log::warn!("externalnode held configuration of {nic} is unreadable: {e}");
+                None
+            }
+        }
+    }
+
+    /// Record `held` in OVSDB and in the state directory (both are tried; the first
+    /// failure is the error).
     pub(super) fn write_held(&self, held: &Held) -> Result<(), EnError> {
-        self.bridge
+        let db = self
+            .bridge
             .set_bridge_external_id(&Held::key(&held.nic), Some(&held.to_json()))
             .map_err(ovs_err(format!(
                 "record the held configuration of {}",
                 held.nic
-            )))
+            )));
+        let file = self.write_held_file(held);
+        db.and(file)
+    }
+
+    fn write_held_file(&self, held: &Held) -> Result<(), EnError> {
+        match &self.held_files {
+            Some(f) => f.write(held).map_err(|detail| EnError::State {
+                op: format!("keep the held configuration of {}", held.nic),
+                detail,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The NIC is itself again: nothing is held for it any more.
@@ -90,9 +121,21 @@ impl EnController {
             *window = None;
         }
         drop(window);
+        // The file last: it is what gives the NIC back if OVS loses its copy.
         self.bridge
             .set_bridge_external_id(&Held::key(nic), None)
-            .map_err(ovs_err(format!("remove the held configuration of {nic}")))
+            .map_err(ovs_err(format!("remove the held configuration of {nic}")))?;
+        self.drop_held_file(nic)
+    }
+
+    fn drop_held_file(&self, nic: &str) -> Result<(), EnError> {
+        match &self.held_files {
+            Some(f) => f.remove(nic).map_err(|detail| EnError::State {
+                op: format!("remove the held configuration of {nic}"),
+                detail,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// After a takeover: what the host port carries now is what is held.
@@ -185,11 +228,19 @@ impl EnController {
                 let same = held
                     .as_ref()
                     .is_some_and(|h| comparable(&h.config) == comparable(&live));
+                let held = Held {
+                    nic: nic.to_string(),
+                    config: live,
+                };
                 if !same {
-                    self.write_held(&Held {
-                        nic: nic.to_string(),
-                        config: live,
-                    })?;
+                    self.write_held(&held)?;
+                } else if self
+                    .read_held_file(nic)
+                    .is_none_or(|f| comparable(&f.config) != comparable(&held.config))
+                {
+                    // OVSDB has it, the state directory not (yet): a NIC taken over
+                    // before the state directory, or a write that failed.
+                    self.write_held_file(&held)?;
                 }
                 Ok(())
             }
