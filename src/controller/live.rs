@@ -20,6 +20,8 @@ use crate::ovsdb::{self, BridgeDb, OvsdbError, PortSpec, Uuid};
 pub struct LiveBridge {
     db: BridgeDb,
     cache: Mutex<Option<(u64, Arc<Interfaces>)>>,
+    /// The datapath type to create the bridge again with (`keeping`); `None`: never.
+    datapath_type: Option<String>,
 }
 
 impl LiveBridge {
@@ -27,6 +29,15 @@ impl LiveBridge {
         LiveBridge {
             db,
             cache: Mutex::new(None),
+            datapath_type: None,
+        }
+    }
+
+    /// The daemon's bridge: created again with `datapath_type` when OVS loses it.
+    pub fn keeping(db: BridgeDb, datapath_type: &str) -> LiveBridge {
+        LiveBridge {
+            datapath_type: Some(datapath_type.to_string()),
+            ..LiveBridge::new(db)
         }
     }
 
@@ -99,6 +110,13 @@ impl Bridge for LiveBridge {
 
     fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
         self.db.set_bridge_external_id(key, value)
+    }
+
+    fn ensure_bridge(&self) -> Result<bool, OvsdbError> {
+        match &self.datapath_type {
+            Some(t) => self.db.ensure_again(t),
+            None => Ok(false),
+        }
     }
 }
 

@@ -19,13 +19,14 @@ pub mod worker;
 pub use live::{AbsentBridge, AbsentFlows, LiveBridge, VswitchdDatapath};
 pub use traits::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork};
 
-/// A unit of work: one TrafficControl, the L2 forwarding flows of the Pod ports, or this
-/// node's ExternalNode.
+/// A unit of work: one TrafficControl, the L2 forwarding flows of the Pod ports, this
+/// node's ExternalNode, or the bridge itself (created again when OVS lost it).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Key {
     Tc(String),
     L2,
     En,
+    Bridge,
 }
 
 impl Key {
@@ -35,6 +36,7 @@ impl Key {
             Key::Tc(_) => "tc",
             Key::L2 => "l2",
             Key::En => "en",
+            Key::Bridge => "bridge",
         }
     }
 }

@@ -56,6 +56,12 @@ pub trait Bridge: Send + Sync {
     fn bridge_external_id(&self, key: &str) -> Result<Option<String>, OvsdbError>;
     /// Set (`Some`) or remove (`None`) one of the Bridge row's external_ids.
     fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError>;
+    /// Create the bridge again, with tether's settings, if OVS lost it (deleted, or a
+    /// database that came back without it); `true` when it did. Adapters that cannot lose
+    /// their bridge: nothing to do.
+    fn ensure_bridge(&self) -> Result<bool, OvsdbError> {
+        Ok(false)
+    }
 }
 
 /// The bridge's flows, by owner, and the OF1.0 no-flood bit of ports.

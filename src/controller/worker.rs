@@ -10,11 +10,11 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
-use super::Key;
 use super::externalnode::EnController;
 use super::l2::L2Controller;
 use super::queue::{Outcome, WorkQueue};
 use super::trafficcontrol::TcController;
+use super::{Bridge, Key};
 use crate::heartbeat::Pulse;
 use crate::status::Metrics;
 
@@ -36,11 +36,12 @@ pub struct Done {
     pub started: Instant,
 }
 
-/// One controller per kind of key.
+/// One controller per kind of key (the bridge's key goes to the bridge itself).
 pub struct Controllers {
     pub tc: Arc<TcController>,
     pub en: Arc<EnController>,
     pub l2: L2Controller,
+    pub bridge: Arc<dyn Bridge>,
 }
 
 /// What the sync workers share.
@@ -105,6 +106,16 @@ impl Workers {
                 self.report("externalnode", r, permanent)
             }
             Key::L2 => self.report("l2 forwarding flows", c.l2.sync(), false),
+            Key::Bridge => {
+                let r = c.bridge.ensure_bridge().map(|made| {
+                    if made {
+                        log::warn!(
+                            "the bridge was gone (deleted outside tether, or OVS's database came back without it): created it again with tether's settings"
+                        );
+                    }
+                });
+                self.report("bridge", r, false)
+            }
         }
     }
 

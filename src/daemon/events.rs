@@ -15,7 +15,7 @@ use crate::controller::deferred::DeferredFlows;
 use crate::controller::queue::WorkQueue;
 use crate::controller::route::{PortView, Trigger, route, sync_order};
 use crate::controller::trafficcontrol::TcController;
-use crate::controller::worker::Done;
+use crate::controller::worker::{Done, Verdict};
 use crate::controller::{Bridge, Key};
 use crate::heartbeat::Heartbeats;
 use crate::k8s::{Kind, KubeEvent, Source, Stores};
@@ -147,6 +147,12 @@ impl EventLoop {
                 log::info!("ovsdb connected: retrying {n} failed syncs now");
             }
         }
+        if !self.p.ovs.db.is_current() {
+            // Deleted (`ovs-vsctl del-br`), or a database that came back without it: the
+            // bridge is made again; its ports and flows follow (OpenFlow reconnects, and
+            // the ExternalNode's port changes sync it).
+            self.queue([Key::Bridge]);
+        }
         let now = PortView::of(&self.p.bridge.interfaces());
         self.route(Trigger::Ports {
             old: &self.ports,
@@ -176,6 +182,17 @@ impl EventLoop {
     }
 
     fn on_done(&mut self, done: &Done) {
+        if done.key == Key::Bridge && done.verdict == Verdict::Synced && self.startup.is_ready() {
+            // A bridge made again has none of tether's external_ids: this run's round.
+            let round = self.p.ovs.round.to_string();
+            if let Err(e) = self
+                .p
+                .bridge
+                .set_bridge_external_id("roundNum", Some(&round))
+            {
+                log::warn!("persisting roundNum={round} failed: {e}");
+            }
+        }
         if done.key == Key::En && self.restore_wait {
             self.restore_wait = false;
             clear_flow_restore_wait(&self.p.ovs.client);

@@ -91,7 +91,7 @@ pub fn run(
     let stores = Stores::default();
     let (kube_tx, kube_rx) = bounded(4096);
     let source = Arc::new(start_source(&cfg, &stores, kube_tx)?);
-    let bridge: Arc<dyn Bridge> = Arc::new(LiveBridge::new(ovs.db.clone()));
+    let bridge: Arc<dyn Bridge> = Arc::new(LiveBridge::keeping(ovs.db.clone(), &cfg.datapath_type));
     let controllers = controllers(&cfg, &stores, &bridge, &flows)?;
     if let Err(e) = controllers.tc.restore_no_flood() {
         log::warn!("restoring no-flood on traffic-control ports failed: {e}");
@@ -319,6 +319,7 @@ fn controllers(
         tc: Arc::new(tc),
         en: Arc::new(en),
         l2: L2Controller::new(bridge.clone(), flows.clone()),
+        bridge: bridge.clone(),
     })
 }
 

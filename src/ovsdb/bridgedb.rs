@@ -62,6 +62,42 @@ pub fn set_map_key_op(table: &str, row: &Uuid, column: &str, key: &str, value: &
     }
 }
 
+/// The database's root row, as `ovs-vsctl init` makes it, when there is none: a database
+/// replaced by an empty one (ovs-lib does that when a schema conversion fails) has no
+/// `Open_vSwitch` row, and a bridge hung off no row would vanish with the transaction.
+/// The wait makes it a no-op when someone else (ovs-ctl) inserted one meanwhile.
+pub fn init_open_vswitch(client: &Client) -> Result<bool, OvsdbError> {
+    let has_row = client.with_replica(|r| r.table("Open_vSwitch").is_some_and(|t| !t.is_empty()));
+    if has_row {
+        return Ok(false);
+    }
+    let ops = [
+        Op::Wait {
+            table: "Open_vSwitch".into(),
+            conditions: vec![],
+            columns: vec![],
+            until: "==",
+            rows: vec![],
+            timeout_ms: Some(0),
+        },
+        Op::Insert {
+            table: "Open_vSwitch".into(),
+            row: Row::new(),
+            uuid_name: None,
+        },
+    ];
+    match client.transact(&ops) {
+        Ok(_) => {
+            log::warn!(
+                "ovsdb: the database had no Open_vSwitch row; created one (as ovs-vsctl init)"
+            );
+            Ok(true)
+        }
+        Err(OvsdbError::TxnFailed { error, .. }) if error == "timed out" => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// `Bridge.external_ids` key marking a bridge tether created (`"true"`).
 pub const CREATED_KEY: &str = "tether-created";
 
@@ -199,12 +235,13 @@ pub fn random_dpid() -> String {
     format!("0000{hex}")
 }
 
-/// A handle on one bridge through a shared [`Client`].
+/// A handle on one bridge through a shared [`Client`]. Its row's UUID is shared by every
+/// clone and follows a bridge created again ([`BridgeDb::ensure_again`]).
 #[derive(Clone)]
 pub struct BridgeDb {
     client: Arc<Client>,
     name: String,
-    uuid: Uuid,
+    uuid: Arc<std::sync::Mutex<Uuid>>,
 }
 
 impl BridgeDb {
@@ -239,6 +276,7 @@ impl BridgeDb {
                 found.uuid
             }
             None => {
+                init_open_vswitch(&client)?;
                 let dpid = random_dpid();
                 let r = client.transact(&create_bridge_ops(name, datapath_type, &dpid))?;
                 r.get(2)
@@ -264,7 +302,7 @@ impl BridgeDb {
         Ok(BridgeDb {
             client,
             name: name.to_string(),
-            uuid,
+            uuid: Arc::new(std::sync::Mutex::new(uuid)),
         })
     }
 
@@ -273,7 +311,7 @@ impl BridgeDb {
         Ok(select_bridge(&client, name)?.map(|found| BridgeDb {
             client,
             name: name.to_string(),
-            uuid: found.uuid,
+            uuid: Arc::new(std::sync::Mutex::new(found.uuid)),
         }))
     }
 
@@ -283,7 +321,7 @@ impl BridgeDb {
         self.client.transact(&[Op::Mutate {
             table: "Open_vSwitch".into(),
             conditions: vec![],
-            mutations: vec![Mutation::delete("bridges", Datum::uuid(&self.uuid))],
+            mutations: vec![Mutation::delete("bridges", Datum::uuid(&self.uuid()))],
         }])?;
         Ok(())
     }
@@ -292,8 +330,31 @@ impl BridgeDb {
         &self.name
     }
 
-    pub fn uuid(&self) -> &Uuid {
-        &self.uuid
+    /// The bridge row's UUID (the one this handle created or found last).
+    pub fn uuid(&self) -> Uuid {
+        self.uuid.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the replica's bridge of this name is the row this handle works on: not
+    /// when someone deleted the bridge (`ovs-vsctl del-br`), or OVS's database came back
+    /// without it or with another row of the same name.
+    pub fn is_current(&self) -> bool {
+        let mine = self.uuid();
+        self.client
+            .with_replica(|r| r.by_name("Bridge", &self.name).map(|(u, _)| *u == mine))
+            .unwrap_or(false)
+    }
+
+    /// When the bridge is not current ([`BridgeDb::is_current`]): create it again, or
+    /// take the new row of the same name to tether's settings, as at start
+    /// ([`BridgeDb::ensure`]), and work on that row from now on. `true` when it did.
+    pub fn ensure_again(&self, datapath_type: &str) -> Result<bool, OvsdbError> {
+        if self.is_current() {
+            return Ok(false);
+        }
+        let fresh = BridgeDb::ensure(self.client.clone(), &self.name, datapath_type)?;
+        *self.uuid.lock().unwrap_or_else(|e| e.into_inner()) = fresh.uuid();
+        Ok(true)
     }
 
     pub fn client(&self) -> &Arc<Client> {
@@ -304,7 +365,7 @@ impl BridgeDb {
     pub fn create_port(&self, spec: &PortSpec) -> Result<Uuid, OvsdbError> {
         let r = self
             .client
-            .transact(&create_port_ops(&self.uuid, spec, 0))?;
+            .transact(&create_port_ops(&self.uuid(), spec, 0))?;
         r.get(1).and_then(|r| r.uuid.clone()).ok_or_else(|| {
             OvsdbError::Protocol(format!("insert of port {} returned no uuid", spec.name))
         })
@@ -320,7 +381,7 @@ impl BridgeDb {
         let mut ops: Vec<Op> = specs
             .iter()
             .enumerate()
-            .flat_map(|(i, s)| create_port_ops(&self.uuid, s, i))
+            .flat_map(|(i, s)| create_port_ops(&self.uuid(), s, i))
             .collect();
         if wait_applied {
             ops.extend(bump_next_cfg_ops());
@@ -375,7 +436,7 @@ impl BridgeDb {
         if ports.is_empty() {
             return Ok(());
         }
-        let mut ops = vec![delete_ports_op(&self.uuid, ports)];
+        let mut ops = vec![delete_ports_op(&self.uuid(), ports)];
         ops.extend(bump_next_cfg_ops());
         let r = self.client.transact(&ops)?;
         self.wait_cur_cfg_within(next_cfg_of(&r)?, within)
@@ -387,7 +448,7 @@ impl BridgeDb {
             return Ok(());
         }
         self.client
-            .transact(&[delete_ports_op(&self.uuid, ports)])?;
+            .transact(&[delete_ports_op(&self.uuid(), ports)])?;
         Ok(())
     }
 
@@ -491,7 +552,7 @@ impl BridgeDb {
     pub fn external_id(&self, key: &str) -> Result<Option<String>, OvsdbError> {
         let r = self.client.transact(&[Op::Select {
             table: "Bridge".into(),
-            conditions: vec![Condition::uuid(&self.uuid)],
+            conditions: vec![Condition::uuid(&self.uuid())],
             columns: Some(vec!["external_ids".into()]),
         }])?;
         Ok(r.first()
@@ -503,7 +564,7 @@ impl BridgeDb {
     pub fn set_external_id(&self, key: &str, value: &str) -> Result<(), OvsdbError> {
         self.client.transact(&[set_map_key_op(
             "Bridge",
-            &self.uuid,
+            &self.uuid(),
             "external_ids",
             key,
             value,
@@ -523,7 +584,7 @@ impl BridgeDb {
     pub fn remove_external_id(&self, key: &str) -> Result<(), OvsdbError> {
         self.client.transact(&[Op::Mutate {
             table: "Bridge".into(),
-            conditions: vec![Condition::uuid(&self.uuid)],
+            conditions: vec![Condition::uuid(&self.uuid())],
             mutations: vec![Mutation::delete(
                 "external_ids",
                 Datum::set(vec![Atom::str(key)]),
@@ -535,7 +596,7 @@ impl BridgeDb {
     /// The bridge's ports from the replica (Antrea's `GetPortList`).
     pub fn list_ports(&self) -> Vec<PortData> {
         self.client.with_replica(|r| {
-            let Some(br) = r.row("Bridge", &self.uuid) else {
+            let Some(br) = r.row("Bridge", &self.uuid()) else {
                 return Vec::new();
             };
             br.get("ports")

@@ -1,0 +1,215 @@
+//! What others do to Open vSwitch while tether holds the VM's NIC
+//! (docs/reliability.md#outside-changes), each done with OVS's own tools: with the daemon
+//! running, the VM answers again within 5 s and the log and `tether status` say what
+//! happened; with the daemon stopped, `tether reset` gives the NIC back exactly as it was
+//! before the takeover (`ip -j` of link, addresses and routes).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod externalnode_vm;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use common::{Tether, privileged, tether::binary, wait_for};
+use externalnode_vm::*;
+
+/// The bed with tether holding `eth1`, and `eth1` as it was before.
+fn attached() -> (Bed, Tether, Value) {
+    let bed = Bed::new();
+    let before = snapshot(bed.sb.ns(), "eth1");
+    put(&bed.manifests, "en.yaml", EN_YAML);
+    let t = bed.start();
+    wait_attached(&bed, "the takeover");
+    assert_clean_ping(&bed.peer, "192.0.2.10");
+    (bed, t, before)
+}
+
+fn wait_attached(bed: &Bed, what: &str) {
+    wait_for(
+        Duration::from_secs(20),
+        &format!("the ExternalNode attached after {what}"),
+        || (bed.status()["external_node"]["step"] == "attached").then_some(()),
+    );
+    neutralise_uplink(bed.sb.ns(), "eth1~", true);
+}
+
+/// The peer reaches the VM again within 5 s (stretched under emulation); how long it took.
+fn reachable_again(bed: &Bed, what: &str) -> Duration {
+    let t0 = Instant::now();
+    wait_for(
+        Duration::from_secs(5),
+        &format!("the VM answering after {what}"),
+        || {
+            let o = bed
+                .peer
+                .try_exec(&["ping", "-c", "1", "-W", "1", "192.0.2.10"])
+                .ok()?;
+            o.contains(" 1 received").then_some(())
+        },
+    );
+    let took = t0.elapsed();
+    eprintln!("outside change {what}: the VM answered again after {took:?}");
+    took
+}
+
+/// `tether reset` with the daemon's settings; exit code and output.
+fn reset(bed: &Bed) -> (i32, String) {
+    let dir = bed.sb.dir().to_str().unwrap().to_string();
+    let o = bed
+        .sb
+        .ns()
+        .command(&[
+            binary().to_str().unwrap(),
+            "reset",
+            "--ovs-rundir",
+            &dir,
+            "--bridge",
+            "br-int",
+            "--datapath-type",
+            common::datapath(),
+            "--node-name",
+            "vm1",
+            "--state-socket",
+            bed.sock.to_str().unwrap(),
+            "--state-dir",
+            bed.sb.path("state").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text)
+}
+
+/// With the daemon running: `change` (with OVS's tools), then the VM answers again, the
+/// log has `logged`, and tether holds the NIC again.
+fn survives(test: &str, what: &str, change: impl Fn(&Bed), logged: &str) {
+    if !privileged(test) {
+        return;
+    }
+    let (bed, t, _) = attached();
+    change(&bed);
+    reachable_again(&bed, what);
+    t.wait_log(logged, Duration::from_secs(10));
+    wait_attached(&bed, what);
+    assert_clean_ping(&bed.peer, "192.0.2.10");
+    let st = bed.status();
+    assert_eq!(st["external_node"]["last_error"], Value::Null, "{st}");
+}
+
+/// With the daemon stopped: `change`, then `tether reset` gives `eth1` back exactly.
+fn reset_after(test: &str, change: impl Fn(&Bed)) {
+    if !privileged(test) {
+        return;
+    }
+    let (bed, mut t, before) = attached();
+    assert_eq!(t.stop(), Some(0));
+    change(&bed);
+    let (code, out) = reset(&bed);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("restored eth1: its name, MAC, MTU, sysctls, addresses and routes are back"),
+        "{out}"
+    );
+    assert_restored(bed.sb.ns(), "eth1", &before);
+    assert!(
+        bed.sb
+            .ns()
+            .try_ip(&["link", "show", "dev", "eth1~"])
+            .is_err()
+    );
+}
+
+/// `ovs-vsctl <args>` on the bed's switch.
+fn vsctl(args: &'static [&'static str]) -> impl Fn(&Bed) {
+    move |bed: &Bed| {
+        bed.sb.vsctl(args);
+    }
+}
+
+#[test]
+fn host_port_deleted_while_running() {
+    survives(
+        "host_port_deleted_while_running",
+        "del-port eth1",
+        vsctl(&["del-port", "br-int", "eth1"]),
+        "giving the NIC back from its held configuration",
+    );
+}
+
+#[test]
+fn host_port_deleted_then_reset() {
+    reset_after(
+        "host_port_deleted_then_reset",
+        vsctl(&["del-port", "br-int", "eth1"]),
+    );
+}
+
+#[test]
+fn uplink_port_deleted_while_running() {
+    survives(
+        "uplink_port_deleted_while_running",
+        "del-port eth1~",
+        vsctl(&["del-port", "br-int", "eth1~"]),
+        "uplink port missing nic=eth1",
+    );
+}
+
+#[test]
+fn uplink_port_deleted_then_reset() {
+    reset_after(
+        "uplink_port_deleted_then_reset",
+        vsctl(&["del-port", "br-int", "eth1~"]),
+    );
+}
+
+#[test]
+fn bridge_deleted_while_running() {
+    survives(
+        "bridge_deleted_while_running",
+        "del-br br-int",
+        vsctl(&["del-br", "br-int"]),
+        "created it again with tether's settings",
+    );
+}
+
+#[test]
+fn bridge_deleted_then_reset() {
+    reset_after("bridge_deleted_then_reset", vsctl(&["del-br", "br-int"]));
+}
+
+/// OVS's database replaced by an empty one, as ovs-lib does when a schema conversion
+/// fails: ovsdb-server stopped, a fresh database (no `Open_vSwitch` row, no bridge),
+/// ovsdb-server started; ovs-vswitchd (still running) then removes every bridge.
+fn empty_the_database(bed: &Bed) {
+    bed.sb.kill9("ovsdb-server");
+    let db = bed.sb.path("conf.db");
+    std::fs::remove_file(&db).unwrap();
+    common::run(std::process::Command::new("ovsdb-tool").args([
+        "create",
+        db.to_str().unwrap(),
+        common::ovs::SCHEMA,
+    ]));
+    bed.sb.start_ovsdb();
+}
+
+#[test]
+fn database_emptied_while_running() {
+    survives(
+        "database_emptied_while_running",
+        "an emptied OVS database",
+        empty_the_database,
+        "created it again with tether's settings",
+    );
+}
+
+#[test]
+fn database_emptied_then_reset() {
+    reset_after("database_emptied_then_reset", empty_the_database);
+}
