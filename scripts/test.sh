@@ -55,12 +55,14 @@ if ((privileged)); then
   # Its own cargo step (nothing to build by now) goes first, alone.
   while kill -0 "$kernel" 2>/dev/null && [[ ! -f target/kernel-tier/.built ]]; do sleep 1; done
 fi
+# The two compile-heavy stages beside the VM give way to it (nice): they have time to
+# spare, the VM is the longest stage. The tests keep their priority (they time things).
 stage "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+nice -n 10 cargo clippy --all-targets --locked -- -D warnings
 if ((privileged)); then
   # systemd unit verify + exposure, offline build from the vendored tarball, static binary.
   stage "product checks"
-  ./scripts/check-product.sh
+  nice -n 10 ./scripts/check-product.sh
   export TETHER_TEST_TIMEOUT_SCALE=${TETHER_TEST_TIMEOUT_SCALE:-2}
 fi
 stage "cargo test"

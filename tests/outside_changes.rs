@@ -24,6 +24,10 @@ fn attached() -> (Bed, Tether, Value) {
     let t = bed.start();
     wait_attached(&bed, "the takeover");
     assert_clean_ping(&bed.peer, "192.0.2.10");
+    // tether's own changes come back through the flow monitor too: read back, they match.
+    std::thread::sleep(Duration::from_millis(500));
+    let m = &bed.status()["metrics"];
+    assert_eq!(m["flow_drift_repairs"], 0, "{m}");
     (bed, t, before)
 }
 
@@ -88,8 +92,9 @@ fn reset(bed: &Bed) -> (i32, String) {
 }
 
 /// With the daemon running: `change` (with OVS's tools), then the VM answers again, the
-/// log has `logged`, and tether holds the NIC again.
-fn survives(test: &str, what: &str, change: impl Fn(&Bed), logged: &str) {
+/// log has `logged`, tether holds the NIC again, and status counts the repair at
+/// `counted` (a JSON pointer).
+fn survives(test: &str, what: &str, change: impl Fn(&Bed), logged: &str, counted: &str) {
     if !privileged(test) {
         return;
     }
@@ -101,6 +106,10 @@ fn survives(test: &str, what: &str, change: impl Fn(&Bed), logged: &str) {
     assert_clean_ping(&bed.peer, "192.0.2.10");
     let st = bed.status();
     assert_eq!(st["external_node"]["last_error"], Value::Null, "{st}");
+    assert!(
+        st.pointer(counted).and_then(Value::as_u64).unwrap_or(0) >= 1,
+        "{counted} in {st}"
+    );
 }
 
 /// With the daemon stopped: `change`, then `tether reset` gives `eth1` back exactly.
@@ -140,6 +149,7 @@ fn host_port_deleted_while_running() {
         "del-port eth1",
         vsctl(&["del-port", "br-int", "eth1"]),
         "giving the NIC back from its held configuration",
+        "/external_node/repairs",
     );
 }
 
@@ -158,6 +168,7 @@ fn uplink_port_deleted_while_running() {
         "del-port eth1~",
         vsctl(&["del-port", "br-int", "eth1~"]),
         "uplink port missing nic=eth1",
+        "/external_node/repairs",
     );
 }
 
@@ -176,6 +187,7 @@ fn bridge_deleted_while_running() {
         "del-br br-int",
         vsctl(&["del-br", "br-int"]),
         "created it again with tether's settings",
+        "/metrics/bridge_recreations",
     );
 }
 
@@ -206,10 +218,107 @@ fn database_emptied_while_running() {
         "an emptied OVS database",
         empty_the_database,
         "created it again with tether's settings",
+        "/metrics/bridge_recreations",
     );
 }
 
 #[test]
 fn database_emptied_then_reset() {
     reset_after("database_emptied_then_reset", empty_the_database);
+}
+
+/// Every flow of the bridge, as `ovs-ofctl dump-flows` prints them without counters.
+fn all_flows(bed: &Bed) -> Vec<String> {
+    let mut v = bed.sb.dump_flows("br-int", None);
+    v.sort();
+    v
+}
+
+#[test]
+fn flows_deleted_while_running() {
+    if !privileged("flows_deleted_while_running") {
+        return;
+    }
+    let (bed, mut t, _) = attached();
+    t.expect_drift();
+    let before = all_flows(&bed);
+    bed.sb.ofctl(&["del-flows", "br-int"]);
+    reachable_again(&bed, "del-flows");
+    t.wait_log(
+        "differed from what tether installed",
+        Duration::from_secs(10),
+    );
+    assert!(bed.status()["metrics"]["flow_drift_repairs"].as_u64() >= Some(1));
+    wait_for(Duration::from_secs(5), "every flow back", || {
+        (all_flows(&bed) == before).then_some(())
+    });
+    assert_clean_ping(&bed.peer, "192.0.2.10");
+}
+
+#[test]
+fn a_flow_modified_or_added_under_tethers_cookie_is_put_right() {
+    if !privileged("a_flow_modified_or_added_under_tethers_cookie_is_put_right") {
+        return;
+    }
+    let (bed, mut t, _) = attached();
+    t.expect_drift();
+    let before = all_flows(&bed);
+    // The uplink pair's flows (matching in_port) told to drop, and a flow of someone
+    // else's under the same cookie.
+    let pair = before
+        .iter()
+        .find(|f| f.contains("in_port="))
+        .unwrap_or_else(|| panic!("no uplink flow in {before:#?}"))
+        .clone();
+    let cookie = pair
+        .split([',', ' '])
+        .find_map(|w| w.strip_prefix("cookie="))
+        .unwrap()
+        .to_string();
+    bed.sb.ofctl(&[
+        "mod-flows",
+        "br-int",
+        &format!("cookie={cookie}/-1,actions=drop"),
+    ]);
+    bed.sb.ofctl(&[
+        "add-flow",
+        "br-int",
+        &format!("cookie={cookie},table=0,priority=1,arp,actions=drop"),
+    ]);
+    t.wait_log(
+        "differed from what tether installed",
+        Duration::from_secs(10),
+    );
+    assert!(bed.status()["metrics"]["flow_drift_repairs"].as_u64() >= Some(1));
+    wait_for(
+        Duration::from_secs(5),
+        "the flows as tether installed them",
+        || (all_flows(&bed) == before).then_some(()),
+    );
+    assert_clean_ping(&bed.peer, "192.0.2.10");
+}
+
+#[test]
+fn runtime_directory_wiped_while_running() {
+    if !privileged("runtime_directory_wiped_while_running") {
+        return;
+    }
+    let (bed, t, _) = attached();
+    // The state socket's directory, as systemd-tmpfiles or an operator would wipe it.
+    let dir = bed.sb.path("run");
+    let sock = dir.join("tether.sock");
+    assert_eq!(
+        bed.sock.parent(),
+        Some(dir.as_path()),
+        "the bed's socket is in run/"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    t.wait_log("listening there again", Duration::from_secs(10));
+    wait_for(
+        Duration::from_secs(5),
+        "tether status answering again",
+        || (bed.status()["external_node"]["step"] == "attached").then_some(()),
+    );
+    assert!(sock.exists());
+    assert_clean_ping(&bed.peer, "192.0.2.10");
 }

@@ -109,6 +109,9 @@ impl Workers {
             Key::Bridge => {
                 let r = c.bridge.ensure_bridge().map(|made| {
                     if made {
+                        self.metrics
+                            .bridge_recreations
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         log::warn!(
                             "the bridge was gone (deleted outside tether, or OVS's database came back without it): created it again with tether's settings"
                         );

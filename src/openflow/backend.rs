@@ -78,28 +78,35 @@ pub(super) struct State {
 }
 
 pub(super) struct Shared {
-    of15: Conn,
-    of10: Conn,
+    pub(super) of15: Conn,
+    pub(super) of10: Conn,
     state: Mutex<State>,
     /// Signalled when a bundle of queued requests has been answered.
     pub(super) idle: Condvar,
     /// Ports that want no-flood; its own lock, held across the OF1.0 port mods (they never
     /// wait for a flow bundle, nor a flow bundle for them).
     no_flood: Mutex<BTreeSet<u32>>,
-    timeout: Duration,
+    pub(super) timeout: Duration,
+    /// The OF1.5 connection generation whose flow replay is done: until it equals the
+    /// connection's, what the switch holds is not yet what tether installed (`drift`).
+    pub(super) replayed: AtomicU64,
     bundle_id: AtomicU32,
-    counts: Counts,
+    pub(super) counts: Counts,
 }
 
 /// What this backend has asked of the switch, for metrics and for tests that count.
 #[derive(Default)]
-struct Counts {
+pub(super) struct Counts {
     /// Requests that waited for the switch's answer (a barrier): one round trip each.
     round_trips: AtomicU64,
     /// Bundles committed.
     bundles: AtomicU64,
     /// Flow mods in committed bundles.
     flow_mods: AtomicU64,
+    /// Read-backs of flows the switch reported changed (`drift`).
+    pub(super) drift_checks: AtomicU64,
+    /// Owners whose flows were found changed outside tether and installed again.
+    pub(super) drift_repairs: AtomicU64,
 }
 
 /// A reading of the backend's counters.
@@ -108,6 +115,8 @@ pub struct OfCounts {
     pub round_trips: u64,
     pub bundles: u64,
     pub flow_mods: u64,
+    pub drift_checks: u64,
+    pub drift_repairs: u64,
 }
 
 /// The real flows backend (`controller::Flows`); see the module docs.
@@ -115,6 +124,7 @@ pub struct OfFlows {
     shared: Arc<Shared>,
     stop: Option<Sender<()>>,
     replayer: Option<JoinHandle<()>>,
+    drift: Option<JoinHandle<()>>,
     reconnects: Receiver<u64>,
 }
 
@@ -141,10 +151,20 @@ impl OfFlows {
             idle: Condvar::new(),
             no_flood: Mutex::new(BTreeSet::new()),
             timeout: cfg.timeout,
+            replayed: AtomicU64::new(0),
             bundle_id: AtomicU32::new(1),
             counts: Counts::default(),
         });
         let (stop_tx, stop_rx) = bounded::<()>(1);
+        let sh = shared.clone();
+        let stop = stop_rx.clone();
+        let drift = std::thread::Builder::new()
+            .name(format!("of-drift-{}", cfg.name))
+            .spawn(move || super::drift::drift_loop(&sh, &stop))
+            .map_err(|e| OfError::Io {
+                socket: cfg.mgmt.display().to_string(),
+                error: format!("cannot spawn flow watch thread: {e}"),
+            })?;
         let (rc_tx, rc_rx) = bounded(8);
         let sh = shared.clone();
         let replayer = std::thread::Builder::new()
@@ -158,6 +178,7 @@ impl OfFlows {
             shared,
             stop: Some(stop_tx),
             replayer: Some(replayer),
+            drift: Some(drift),
             reconnects: rc_rx,
         })
     }
@@ -189,6 +210,8 @@ impl OfFlows {
             round_trips: c.round_trips.load(Ordering::Relaxed),
             bundles: c.bundles.load(Ordering::Relaxed),
             flow_mods: c.flow_mods.load(Ordering::Relaxed),
+            drift_checks: c.drift_checks.load(Ordering::Relaxed),
+            drift_repairs: c.drift_repairs.load(Ordering::Relaxed),
         }
     }
 
@@ -226,6 +249,9 @@ impl Drop for OfFlows {
     fn drop(&mut self) {
         self.stop = None;
         if let Some(t) = self.replayer.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.drift.take() {
             let _ = t.join();
         }
     }
@@ -375,7 +401,11 @@ impl Shared {
         self.no_flood.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn transact15(&self, bodies: impl Into<Batch>, what: &str) -> Result<Reply, OfError> {
+    pub(super) fn transact15(
+        &self,
+        bodies: impl Into<Batch>,
+        what: &str,
+    ) -> Result<Reply, OfError> {
         let bodies = bodies.into();
         log::debug!("openflow request what={what} messages={}", bodies.len());
         self.counts.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -716,6 +746,7 @@ fn replay_loop(sh: &Shared, stop: &Receiver<()>, reconnects: &Sender<u64>) {
             match sh.replay_flows() {
                 Ok(()) => {
                     flows_due = None;
+                    sh.replayed.store(generation, Ordering::SeqCst);
                     let _ = reconnects.try_send(generation);
                 }
                 Err(e) => failed = Some(format!("flows: {e}")),

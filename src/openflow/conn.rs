@@ -130,10 +130,16 @@ struct Status {
     generation: u64,
 }
 
+/// How many messages the switch sent unasked (a flow monitor's updates) may wait to be
+/// read; past that they are dropped and counted ([`Conn::unsolicited_lost`]).
+const UNSOLICITED_QUEUE: usize = 4096;
+
 /// Handle to a connection's owner thread. Dropping it stops and joins the thread.
 pub struct Conn {
     cmds: Option<Sender<Cmd>>,
     events: Receiver<ConnEvent>,
+    unsolicited: Receiver<Msg>,
+    lost: Arc<std::sync::atomic::AtomicU64>,
     status: Arc<(Mutex<Status>, Condvar)>,
     thread: Option<JoinHandle<()>>,
     socket: String,
@@ -144,6 +150,8 @@ impl Conn {
     pub fn start(path: &Path, opts: ConnOptions) -> Result<Conn, OfError> {
         let (cmd_tx, cmd_rx) = bounded(64);
         let (ev_tx, ev_rx) = bounded(64);
+        let (un_tx, un_rx) = bounded(UNSOLICITED_QUEUE);
+        let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let status = Arc::new((Mutex::new(Status::default()), Condvar::new()));
         let socket = path.display().to_string();
         let owner = SocketThread {
@@ -152,6 +160,8 @@ impl Conn {
             opts: opts.clone(),
             cmds: cmd_rx,
             events: ev_tx,
+            unsolicited: un_tx,
+            lost: lost.clone(),
             status: status.clone(),
             generation: 0,
             next_xid: 1,
@@ -169,6 +179,8 @@ impl Conn {
         Ok(Conn {
             cmds: Some(cmd_tx),
             events: ev_rx,
+            unsolicited: un_rx,
+            lost,
             status,
             thread: Some(thread),
             socket,
@@ -182,6 +194,18 @@ impl Conn {
     /// Connection events (connected with a new generation, disconnected with the reason).
     pub fn events(&self) -> &Receiver<ConnEvent> {
         &self.events
+    }
+
+    /// Messages the switch sent that answer no request of ours (a flow monitor's updates;
+    /// echo requests and errors are handled here).
+    pub fn unsolicited(&self) -> &Receiver<Msg> {
+        &self.unsolicited
+    }
+
+    /// Unasked messages dropped because nobody read them in time: whoever reads
+    /// [`Conn::unsolicited`] has missed something when this grows.
+    pub fn unsolicited_lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
     }
 
     /// Whether the connection is up, and its generation (bumped by every reconnect).
@@ -370,6 +394,8 @@ struct SocketThread {
     opts: ConnOptions,
     cmds: Receiver<Cmd>,
     events: Sender<ConnEvent>,
+    unsolicited: Sender<Msg>,
+    lost: Arc<std::sync::atomic::AtomicU64>,
     status: Arc<(Mutex<Status>, Condvar)>,
     generation: u64,
     next_xid: u32,
@@ -776,11 +802,19 @@ impl SocketThread {
                 }
             }
             (body, None) => {
-                log::debug!(
-                    "openflow unsolicited message socket={} type={:?}",
-                    self.socket,
-                    body.type_code(version)
-                );
+                let type_ = body.type_code(version);
+                let m = Msg {
+                    version: m.version,
+                    xid: m.xid,
+                    body,
+                };
+                if self.unsolicited.try_send(m).is_err() {
+                    self.lost.fetch_add(1, Ordering::Relaxed);
+                    log::debug!(
+                        "openflow unsolicited message dropped socket={} type={type_:?}",
+                        self.socket
+                    );
+                }
             }
         }
         Ok(())

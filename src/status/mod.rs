@@ -103,6 +103,11 @@ pub struct EnRow {
     #[serde(default)]
     pub identity: Option<String>,
     pub last_error: Option<String>,
+    /// What others did to the NIC's ports that tether repaired: how often, and the last.
+    #[serde(default)]
+    pub repairs: u64,
+    #[serde(default)]
+    pub last_repair: Option<String>,
 }
 
 /// Counters per sync key kind (`tc`, `en`, `l2`).
@@ -120,6 +125,13 @@ pub struct MetricsSnapshot {
     /// Flow mods sent in committed bundles (`openflow::OfFlows::counts`).
     pub flow_mods: u64,
     pub openflow_reconnects: u64,
+    /// Owners whose flows were found changed on the switch by someone else and installed
+    /// again (`openflow::drift`).
+    #[serde(default)]
+    pub flow_drift_repairs: u64,
+    /// Times the bridge was found gone and made again.
+    #[serde(default)]
+    pub bridge_recreations: u64,
 }
 
 /// Counters the workers and the event loop bump; read by the status thread.
@@ -127,6 +139,7 @@ pub struct MetricsSnapshot {
 pub struct Metrics {
     syncs: Mutex<BTreeMap<&'static str, SyncCounters>>,
     pub openflow_reconnects: AtomicU64,
+    pub bridge_recreations: AtomicU64,
 }
 
 impl Metrics {
@@ -154,6 +167,8 @@ impl Metrics {
                 .collect(),
             flow_mods: 0,
             openflow_reconnects: self.openflow_reconnects.load(Ordering::Relaxed),
+            flow_drift_repairs: 0,
+            bridge_recreations: self.bridge_recreations.load(Ordering::Relaxed),
         }
     }
 }
@@ -274,6 +289,10 @@ pub struct Server {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How often the state thread looks whether its socket is still there (someone wiped the
+/// runtime directory, or removed the socket): one `stat` each time.
+pub const SOCKET_CHECK: Duration = Duration::from_secs(2);
+
 /// Answers one request; the daemon builds it from [`probe::Probe`].
 pub type Handler = std::sync::Arc<dyn Fn(Request) -> String + Send + Sync>;
 
@@ -328,6 +347,46 @@ impl Server {
     /// at `path` is refused. The socket is created mode 0600 (the mask is set around
     /// `bind`, so no `chmod` follows a link).
     pub fn start(path: &Path, handler: Handler) -> Result<Server, StatusError> {
+        let listener = listen(path)?;
+        let stopping = std::sync::Arc::new(AtomicBool::new(false));
+        let st = stopping.clone();
+        let at = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("state-socket".into())
+            .spawn(move || serve(listener, &at, &handler, &st))
+            .map_err(|e| StatusError::Bind(path.to_path_buf(), e))?;
+        Ok(Server {
+            path: path.to_path_buf(),
+            stopping,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        let Some(t) = self.thread.take() else { return };
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wakes the accept at once; with the socket gone, the next check does.
+        let _ = UnixStream::connect(&self.path);
+        let _ = t.join();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The socket's identity on disk, to tell it from a replacement or its absence.
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Bind the state socket at `path` (see [`Server::start`]).
+fn listen(path: &Path) -> Result<UnixListener, StatusError> {
+    {
         let bind_err = |e| StatusError::Bind(path.to_path_buf(), e);
         let refuse =
             |m: String| bind_err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, m));
@@ -353,31 +412,7 @@ impl Server {
             // Checked above to be a socket: unlink removes that node, never a link target.
             std::fs::remove_file(path).map_err(bind_err)?;
         }
-        let listener =
-            crate::sys::with_umask(0o177, || UnixListener::bind(path)).map_err(bind_err)?;
-        let stopping = std::sync::Arc::new(AtomicBool::new(false));
-        let st = stopping.clone();
-        let thread = std::thread::Builder::new()
-            .name("state-socket".into())
-            .spawn(move || serve(&listener, &handler, &st))
-            .map_err(bind_err)?;
-        Ok(Server {
-            path: path.to_path_buf(),
-            stopping,
-            thread: Some(thread),
-        })
-    }
-
-    pub fn stop(mut self) {
-        self.stop_inner();
-    }
-
-    fn stop_inner(&mut self) {
-        let Some(t) = self.thread.take() else { return };
-        self.stopping.store(true, Ordering::SeqCst);
-        let _ = UnixStream::connect(&self.path);
-        let _ = t.join();
-        let _ = std::fs::remove_file(&self.path);
+        crate::sys::with_umask(0o177, || UnixListener::bind(path)).map_err(bind_err)
     }
 }
 
@@ -387,13 +422,47 @@ impl Drop for Server {
     }
 }
 
-fn serve(listener: &UnixListener, handler: &Handler, stopping: &AtomicBool) {
+/// Answer clients until `stopping`; every [`SOCKET_CHECK`] without one, make sure the
+/// socket at `path` is still this listener's, and listen there again if it is not (the
+/// runtime directory wiped: `tether status` and `reset`'s check must keep finding us).
+fn serve(mut listener: UnixListener, path: &Path, handler: &Handler, stopping: &AtomicBool) {
+    use std::os::fd::AsFd as _;
     let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for conn in listener.incoming() {
+    let mut bound = inode(path);
+    let mut last_error = String::new();
+    loop {
+        let ready = crate::sys::wait_readable(&[listener.as_fd()], Some(SOCKET_CHECK))
+            .map(|r| r[0])
+            .unwrap_or(false);
         if stopping.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(mut conn) = conn else { continue };
+        if !ready {
+            if inode(path) != bound {
+                match listen(path) {
+                    Ok(l) => {
+                        log::warn!(
+                            "state socket {} was removed (runtime directory wiped?): listening there again",
+                            path.display()
+                        );
+                        listener = l;
+                        bound = inode(path);
+                        last_error.clear();
+                    }
+                    Err(e) => {
+                        let e = e.to_string();
+                        if e != last_error {
+                            log::warn!("state socket {} is gone: {e}", path.display());
+                            last_error = e;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        let Ok((mut conn, _)) = listener.accept() else {
+            continue;
+        };
         let _ = conn.set_write_timeout(Some(CLIENT_DEADLINE));
         if active.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
             active.fetch_sub(1, Ordering::SeqCst);

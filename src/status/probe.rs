@@ -84,7 +84,9 @@ impl Probe {
             .collect();
         let e = self.en.status();
         let mut metrics = self.metrics.snapshot();
-        metrics.flow_mods = self.openflow.counts().flow_mods;
+        let counts = self.openflow.counts();
+        metrics.flow_mods = counts.flow_mods;
+        metrics.flow_drift_repairs = counts.drift_repairs;
         Snapshot {
             version: env!("CARGO_PKG_VERSION").to_string(),
             node: self.node.clone(),
@@ -119,6 +121,8 @@ impl Probe {
                 bypass_flows: e.bypass_flows,
                 identity: e.identity,
                 last_error: e.last_error,
+                repairs: e.repairs,
+                last_repair: e.last_repair,
             },
             metrics,
         }

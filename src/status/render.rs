@@ -72,6 +72,21 @@ pub fn human(s: &Snapshot) -> String {
         s.flows,
         s.queue_depth
     );
+    let m = &s.metrics;
+    if m.flow_drift_repairs + m.bridge_recreations + s.external_node.repairs > 0 {
+        let _ = writeln!(
+            o,
+            "changed outside tether, repaired: flows of {} owners, bridge {} times, ExternalNode ports {} times{}",
+            m.flow_drift_repairs,
+            m.bridge_recreations,
+            s.external_node.repairs,
+            s.external_node
+                .last_repair
+                .as_ref()
+                .map(|r| format!(" (last: {r})"))
+                .unwrap_or_default()
+        );
+    }
     o.push_str("\nWATCH\n");
     let mut rows = vec![vec![
         "KIND".into(),
@@ -240,6 +255,26 @@ pub fn prometheus(s: &Snapshot) -> String {
         "counter",
         "OpenFlow reconnects followed by a full flow replay.",
         &one(s.metrics.openflow_reconnects.to_string()),
+    );
+    metric(
+        &mut o,
+        "tether_outside_repairs_total",
+        "counter",
+        "Changes others made to OVS that tether repaired: flows installed again (per owner), the bridge made again, the ExternalNode's ports.",
+        &[
+            (
+                "{what=\"flows\"}".into(),
+                s.metrics.flow_drift_repairs.to_string(),
+            ),
+            (
+                "{what=\"bridge\"}".into(),
+                s.metrics.bridge_recreations.to_string(),
+            ),
+            (
+                "{what=\"externalnode\"}".into(),
+                s.external_node.repairs.to_string(),
+            ),
+        ],
     );
     metric(
         &mut o,

@@ -69,6 +69,8 @@ fn sample() -> Snapshot {
             bypass_flows: 0,
             identity: Some("verified".into()),
             last_error: None,
+            repairs: 0,
+            last_repair: None,
         },
         metrics,
     }

@@ -29,6 +29,8 @@ pub fn binary() -> PathBuf {
 pub struct Tether {
     child: Option<Child>,
     log: PathBuf,
+    /// The test changes flows behind tether's back: their repair is expected.
+    drift_expected: bool,
 }
 
 impl Tether {
@@ -65,6 +67,7 @@ impl Tether {
         Tether {
             child: Some(child),
             log: log.to_path_buf(),
+            drift_expected: false,
         }
     }
 
@@ -127,11 +130,29 @@ impl Tether {
     }
 }
 
+impl Tether {
+    /// This test changes tether's flows itself (`ovs-ofctl del-flows`, …).
+    pub fn expect_drift(&mut self) {
+        self.drift_expected = true;
+    }
+}
+
+/// What tether logs when it finds its flows changed on the switch (`openflow::drift`).
+pub const DRIFT_LOG: &str = "differed from what tether installed";
+
 impl Drop for Tether {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!("--- tether log {}:\n{}", self.log.display(), self.log());
         }
         self.kill9();
+        // Every test is also a check that tether does not mistake its own flows, read
+        // back from the switch, for someone else's changes.
+        let log = self.log();
+        if !self.drift_expected && !std::thread::panicking() && log.contains(DRIFT_LOG) {
+            panic!(
+                "tether found its flows changed on the switch though the test changed none:\n{log}"
+            );
+        }
     }
 }

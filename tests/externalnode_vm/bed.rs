@@ -33,7 +33,8 @@ impl Bed {
         let (sb, peer) = super::setup_with(opts);
         let manifests = sb.dir().join("manifests");
         std::fs::create_dir_all(&manifests).unwrap();
-        let sock = sb.dir().join("tether.sock");
+        // In a directory of its own, as /run/tether is (a test wipes it).
+        let sock = sb.dir().join("run/tether.sock");
         Bed {
             sb,
             peer,

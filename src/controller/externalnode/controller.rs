@@ -253,6 +253,13 @@ impl EnController {
         lock(&self.status).step = step;
     }
 
+    /// Count a repair of something others did to the NIC's ports, for status.
+    fn repaired(&self, what: String) {
+        let mut st = lock(&self.status);
+        st.repairs += 1;
+        st.last_repair = Some(what);
+    }
+
     fn refresh_status(&self) {
         let attached = self.attached();
         let ifs = self.bridge.interfaces();
@@ -278,6 +285,8 @@ impl EnController {
                     step: "waiting".into(),
                     bypass_flows: st.bypass_flows,
                     last_error: st.last_error.take(),
+                    repairs: st.repairs,
+                    last_repair: st.last_repair.take(),
                     ..EnStatus::default()
                 };
             }
@@ -401,6 +410,10 @@ impl EnController {
                 self.restore(a)?;
                 let (link, ips) = self.find_nic(t.wanted)?;
                 self.takeover(&link, t.entity, t.namespace, &ips)?;
+                self.repaired(format!(
+                    "uplink port {} was missing: {} given back and taken over again",
+                    a.uplink, a.nic
+                ));
             }
             (Attach::Refuse { uplink }, _) => {
                 return Err(EnError::Inconsistent {

@@ -245,6 +245,10 @@ pub struct EnStatus {
     /// Attached: "verified" or the identity mismatches (`identity`).
     pub identity: Option<String>,
     pub last_error: Option<String>,
+    /// Repairs of what others did to the NIC's ports in OVS (a NIC given back from its
+    /// held configuration, a missing uplink port rebuilt), and the last one.
+    pub repairs: u64,
+    pub last_repair: Option<String>,
 }
 
 /// The ExternalEntity name exactly as Antrea derives it (`GenExternalEntityName`,

@@ -83,6 +83,9 @@ impl EnController {
         self.release_host_network(nic);
         self.drop_held(nic)?;
         log::info!("externalnode gave {nic} back from its held configuration");
+        self.repaired(format!(
+            "host port {nic} was lost: {nic} given back from its held configuration"
+        ));
         Ok(true)
     }
 
