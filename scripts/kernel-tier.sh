@@ -42,7 +42,7 @@ done
 ALL=(
   "netlink_kernel 2 TIER_NO_TETHER=1" "datapath 2"
   "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_target 1"
-  "plan_cmd 1" "flows_cmd 1" "product 1" "kernel_datapath 1 TIER_NOCAPTURE=1"
+  "plan_cmd 1" "flows_cmd 1" "product 1" "outside_changes 2" "kernel_datapath 1 TIER_NOCAPTURE=1"
   "faults 1 TETHER_FAULTS=ci FAULTS_VSWITCHD_KILLS=1 FAULTS_OVSDB_RESTARTS=1 FAULTS_TETHER_KILLS=2 TIER_NOCAPTURE=1 TIER_SKIP=api_fault_campaign"
 )
 # The other privileged binaries run on the host's userspace datapath only, each because no
@@ -58,9 +58,6 @@ ALL=(
 #   ovsdb: the OVSDB client against ovsdb-server (transactions, monitors, the replica);
 #     ovs-vswitchd's only part is a port-add error, and the ExternalNode binaries here
 #     add and delete every kind of port tether makes on the kernel datapath;
-#   outside_changes: what others do to OVS (del-port, del-br, del-flows, an emptied
-#     database) with the daemon running and stopped: OVSDB and OpenFlow conversations,
-#     the same code paths as the ExternalNode binaries here;
 #   openflow_print, k8s_*, kubectl, python_client, cli*: no OVS datapath at all.
 # And within faults, the API campaign (faults of the Kubernetes source; TIER_SKIP).
 # The tests run a tether built with the `tier` profile (optimised, test hooks in:

@@ -376,6 +376,24 @@ fn parse_file(
     Ok(out)
 }
 
+/// The config file every command reads when none is given: the one the unit names.
+pub const DEFAULT_CONFIG: &str = "/etc/tether/tether.yaml";
+
+/// `args` with `--config DEFAULT_CONFIG` first when they name no config file and the
+/// default exists (`exists`): `tether reset`, `status` or `plan` typed by hand then see
+/// the daemon's own settings (its bridge, sockets and state directory).
+pub fn with_default_config(args: &[String], exists: bool) -> Vec<String> {
+    let named = args
+        .iter()
+        .any(|a| a == "--config" || a.starts_with("--config="));
+    if named || !exists {
+        return args.to_vec();
+    }
+    let mut v = vec!["--config".to_string(), DEFAULT_CONFIG.to_string()];
+    v.extend_from_slice(args);
+    v
+}
+
 /// Parse `tether run` arguments (after `run`). `read_file` and `env` are injected so the
 /// parser stays pure and testable.
 pub fn parse_run(

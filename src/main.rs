@@ -46,8 +46,9 @@ fn hostname() -> Option<String> {
 }
 
 fn parse(args: &[String]) -> Result<Config, ExitCode> {
+    let exists = std::path::Path::new(config::DEFAULT_CONFIG).exists();
     config::parse_run(
-        args,
+        &config::with_default_config(args, exists),
         &|p| tether::files::read_text(std::path::Path::new(p), tether::files::CONFIG_MAX),
         &|k| std::env::var(k).ok(),
         &hostname,

@@ -179,6 +179,17 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
     client
         .wait_connected(Duration::from_secs(5))
         .map_err(|e| format!("ovsdb {}: {e}", db_sock.display()))?;
+    // The daemon holds the bridge's lock for as long as it runs (a busy or slow state
+    // socket, another path or version: the lock says it all the same).
+    let lock = crate::ovsdb::lock::lock_id(&cfg.bridge);
+    let locked = crate::ovsdb::lock::try_lock(&client, &lock)
+        .map_err(|e| format!("ovsdb {}: lock {lock}: {e}", db_sock.display()))?;
+    if !locked {
+        return Err(format!(
+            "a tether daemon holds the OVSDB lock {lock} on {}: stop it first (systemctl stop tether); reset never runs beside it",
+            db_sock.display()
+        ));
+    }
     let Some(db) = BridgeDb::open(client.clone(), &cfg.bridge).map_err(|e| e.to_string())? else {
         // The bridge went with what it recorded; the state directory still has the held
         // configuration of a NIC taken over (a `<nic>~` to give back).

@@ -322,3 +322,32 @@ fn runtime_directory_wiped_while_running() {
     assert!(sock.exists());
     assert_clean_ping(&bed.peer, "192.0.2.10");
 }
+
+#[test]
+fn reset_is_refused_beside_a_daemon_whose_socket_is_busy() {
+    if !privileged("reset_is_refused_beside_a_daemon_whose_socket_is_busy") {
+        return;
+    }
+    let (bed, _t, _) = attached();
+    // 32 idle clients: the state socket answers "error: busy" to the next one.
+    let idle: Vec<std::os::unix::net::UnixStream> = (0..32)
+        .map(|_| std::os::unix::net::UnixStream::connect(&bed.sock).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, out) = reset(&bed);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("holds the OVSDB lock tether_br_int")
+            && out.contains("reset never runs beside it"),
+        "{out}"
+    );
+    drop(idle);
+    assert_eq!(bed.status()["external_node"]["step"], "attached");
+    assert!(
+        bed.sb
+            .ns()
+            .try_ip(&["link", "show", "dev", "eth1~"])
+            .is_ok()
+    );
+    assert_clean_ping(&bed.peer, "192.0.2.10");
+}

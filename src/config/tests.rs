@@ -237,3 +237,19 @@ fn antreas_agent_config_is_read_unchanged() {
         c.notes
     );
 }
+
+#[test]
+fn the_default_config_file_is_used_when_none_is_named() {
+    let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        with_default_config(&a(&["--bridge", "br0"]), true),
+        a(&["--config", "/etc/tether/tether.yaml", "--bridge", "br0"])
+    );
+    assert_eq!(
+        with_default_config(&a(&["--bridge", "br0"]), false),
+        a(&["--bridge", "br0"])
+    );
+    for named in [&["--config", "/x.yaml"][..], &["--config=/x.yaml"][..]] {
+        assert_eq!(with_default_config(&a(named), true), a(named));
+    }
+}

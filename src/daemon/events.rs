@@ -140,6 +140,16 @@ impl EventLoop {
 
     fn on_ovsdb(&mut self, reconnected: bool) {
         if reconnected {
+            // A new session holds no lock: take the bridge's again (a `tether reset` that
+            // slipped into the gap holds it, and says so when it runs).
+            let lock = ovsdb::lock::lock_id(self.p.ovs.db.name());
+            match ovsdb::lock::try_lock(&self.p.ovs.client, &lock) {
+                Ok(true) => {}
+                Ok(false) => log::error!(
+                    "the OVSDB lock {lock} is held by another client (tether reset, or a second tether on this bridge) since ovsdb-server came back"
+                ),
+                Err(e) => log::warn!("taking the OVSDB lock {lock} again failed: {e}"),
+            }
             // Syncs that failed while OVSDB was down would otherwise wait out their
             // 5 s+ backoff; the connection they needed is back now.
             let n = self.p.queue.retry_now();

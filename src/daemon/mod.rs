@@ -226,6 +226,20 @@ impl Ovs {
             client.wait_connected(Duration::from_secs(1))
         })?;
         phases.mark("ovsdb_loaded");
+        // One tether per bridge, and never beside `tether reset`: the lock is this
+        // session's until the process ends.
+        let lock = ovsdb::lock::lock_id(&cfg.bridge);
+        let what = format!("taking the OVSDB lock {lock}");
+        let locked = retry(&what, Duration::from_secs(1), stop, || {
+            ovsdb::lock::try_lock(&client, &lock)
+        })?;
+        if !locked {
+            return Err(DaemonError::Setup(format!(
+                "another tether, or tether reset, holds the OVSDB lock {lock} on {}: one tether per bridge",
+                db_socket.display()
+            )));
+        }
+        log::info!("holding the OVSDB lock {lock}");
         // A bridge of another datapath type is a configuration error (exit 2), not
         // something to retry: nothing is changed, and waiting cannot fix it.
         let what = format!("setting up bridge {}", cfg.bridge);

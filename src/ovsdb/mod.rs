@@ -11,6 +11,7 @@ pub mod conn;
 pub mod datum;
 mod error;
 pub mod framer;
+pub mod lock;
 pub mod ops;
 pub mod port;
 pub mod replica;
