@@ -108,6 +108,9 @@ pub struct EnRow {
     pub repairs: u64,
     #[serde(default)]
     pub last_repair: Option<String>,
+    /// Attached but cut off as the ports are now: why (checked when status is asked).
+    #[serde(default)]
+    pub cut_off: Option<String>,
 }
 
 /// Counters per sync key kind (`tc`, `en`, `l2`).

@@ -123,6 +123,7 @@ impl Probe {
                 last_error: e.last_error,
                 repairs: e.repairs,
                 last_repair: e.last_repair,
+                cut_off: e.cut_off,
             },
             metrics,
         }

@@ -164,7 +164,7 @@ pub fn human(s: &Snapshot) -> String {
                     e.addresses.join(",")
                 },
                 e.bypass_flows.to_string(),
-                opt(e.last_error.as_ref()),
+                opt(e.cut_off.as_ref().or(e.last_error.as_ref())),
             ],
         ],
     );
@@ -363,10 +363,10 @@ pub fn summary(s: &Snapshot) -> String {
         if s.ready { "ready" } else { "starting" },
         s.traffic_controls.len(),
         s.flows,
-        if s.external_node.step.is_empty() {
-            "waiting"
-        } else {
-            s.external_node.step.as_str()
+        match (&s.external_node.cut_off, s.external_node.step.as_str()) {
+            (Some(why), _) => format!("CUT OFF ({why})"),
+            (None, "") => "waiting".to_string(),
+            (None, step) => step.to_string(),
         },
         conn(&s.ovsdb),
         conn(&s.openflow),

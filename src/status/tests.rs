@@ -71,6 +71,7 @@ fn sample() -> Snapshot {
             last_error: None,
             repairs: 0,
             last_repair: None,
+            cut_off: None,
         },
         metrics,
     }

@@ -163,8 +163,36 @@ impl EnController {
         format!("{}/{}", self.cfg.namespace, self.cfg.node_name)
     }
 
+    /// The last sync's status, with the ports checked as they are now (`cut_off`).
     pub fn status(&self) -> EnStatus {
-        lock(&self.status).clone()
+        let mut st = lock(&self.status).clone();
+        if st.step == "attached" {
+            st.cut_off = self.cut_off(&st);
+        }
+        st
+    }
+
+    /// Why the attached NIC is cut off right now, if it is: its host or uplink port gone
+    /// from the bridge, or without an ofport (OVS could not open the device). A sync to
+    /// repair it is already queued (port changes route to the ExternalNode).
+    fn cut_off(&self, st: &EnStatus) -> Option<String> {
+        let ifs = self.bridge.interfaces();
+        let check = |name: Option<&String>, what: &str| {
+            let name = name?;
+            match ifs.get(name) {
+                None => Some(format!("{what} port {name} is not on the bridge")),
+                Some(i) if i.ofport().is_none() => Some(format!(
+                    "{what} port {name} has no ofport{}",
+                    i.port
+                        .error
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                )),
+                Some(_) => None,
+            }
+        };
+        check(st.nic.as_ref(), "host").or_else(|| check(st.uplink.as_ref(), "uplink"))
     }
 
     /// Finish or roll back whatever step a crash interrupted, install the bypass flows,

@@ -249,6 +249,10 @@ pub struct EnStatus {
     /// held configuration, a missing uplink port rebuilt), and the last one.
     pub repairs: u64,
     pub last_repair: Option<String>,
+    /// Attached, but the VM cannot be reached as things are now (a port gone or without
+    /// an ofport): why. Read live from OVSDB's replica when status is asked, not at the
+    /// last sync.
+    pub cut_off: Option<String>,
 }
 
 /// The ExternalEntity name exactly as Antrea derives it (`GenExternalEntityName`,

@@ -128,3 +128,19 @@ fn a_give_back_interrupted_after_the_rename_is_finished() {
     assert_pristine(&fx, &before);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn status_reads_the_ports_as_they_are_now() {
+    let fx = fixture();
+    set_en(&fx, Some(en("vm1", "", &["192.0.2.10", "2001:db8:1::10"])));
+    fx.ctl.sync().unwrap();
+    assert_eq!(fx.ctl.status().cut_off, None);
+    // No sync since: the last sync's status said "attached", the ports say otherwise.
+    lose_host_port(&fx, false);
+    let st = fx.ctl.status();
+    assert_eq!(st.step, "attached");
+    assert_eq!(
+        st.cut_off.as_deref(),
+        Some("host port eth1 is not on the bridge")
+    );
+}
