@@ -230,3 +230,56 @@ fn trace_logging_never_shows_the_token() {
         );
     }
 }
+
+/// `tether run` with an `http://` kubeconfig and no allowPlainHTTP: refused as a
+/// configuration error (exit 2) before it connects to anything — here there is no OVS at
+/// all, which it would otherwise wait for forever, and no bridge is made.
+#[test]
+fn run_refuses_a_bad_source_before_touching_ovs() {
+    let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-run", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://192.0.2.1:8080'}\nusers:\n- name: vm\n  user: {token: t}\ncontexts:\n- name: vm\n  context: {cluster: c, user: vm}\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(TETHER)
+        .args([
+            "run",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--node-name",
+            "vm1",
+            "--ovs-rundir",
+            dir.join("no-ovs").to_str().unwrap(),
+            "--state-socket",
+            dir.join("run/tether.sock").to_str().unwrap(),
+            "--state-dir",
+            dir.join("state").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tether run kept going with a refused source (waiting for OVS?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("plain http:// would send the bearer token"),
+        "{err}"
+    );
+    assert!(!err.contains("connecting to ovsdb"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -83,6 +83,9 @@ pub fn run(
     for n in &cfg.notes {
         log::info!("{n}");
     }
+    // A source that cannot work (an http:// server not allowed, a kubeconfig that does
+    // not load) is a configuration error: refused before the bridge or a flow is made.
+    check_source(&cfg)?;
     let phases = phases::Phases::start();
     let ovs = Ovs::connect(&cfg, &stop, &phases)?;
     let deferred = base_flows(&ovs, &stop)?;
@@ -353,6 +356,29 @@ fn start_workers(
                 .map_err(|e| DaemonError::Setup(format!("spawn worker: {e}")))
         })
         .collect()
+}
+
+/// The API source's settings, checked the way [`start_source`] will use them (the
+/// kubeconfig loaded, the client built: scheme, TLS and credentials), connecting to
+/// nothing. Errors are configuration errors (exit 2).
+fn check_source(cfg: &Config) -> Result<(), DaemonError> {
+    let cc = match &cfg.source {
+        Input::Manifests(_) => return Ok(()),
+        Input::Kubeconfig(path) => k8s::kubeconfig::load_kubeconfig(path, None),
+        Input::InCluster => k8s::kubeconfig::in_cluster(),
+    }
+    .map_err(|e| DaemonError::Config(e.to_string()))?;
+    let http = match &cfg.source {
+        Input::Kubeconfig(_) => k8s::HttpConfig {
+            allow_insecure: cfg.allow_insecure_tls,
+            allow_plain_http: cfg.allow_plain_http,
+            ..Default::default()
+        },
+        _ => Default::default(),
+    };
+    k8s::Client::new(&cc, http)
+        .map(drop)
+        .map_err(|e| DaemonError::Config(e.to_string()))
 }
 
 pub(crate) fn start_source(

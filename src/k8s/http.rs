@@ -213,6 +213,9 @@ fn build_agent(
         .http_status_as_error(false)
         .proxy(None)
         .https_only(false)
+        // A redirect would take the bearer token elsewhere (and possibly to http://): the
+        // API server never sends one; a 3xx is an error like any other non-2xx.
+        .max_redirects(0)
         .timeout_connect(Some(cfg.connect_timeout))
         .timeout_recv_response(Some(cfg.request_timeout))
         .build();
@@ -296,15 +299,7 @@ impl Client {
                 cc.server
             );
         }
-        let base = match &cc.tls_server_name {
-            Some(name) => {
-                let scheme = server_uri.scheme_str().unwrap_or("https");
-                let default_port = if scheme == "http" { 80 } else { 443 };
-                let port = server_uri.port_u16().unwrap_or(default_port);
-                format!("{scheme}://{name}:{port}")
-            }
-            None => cc.server.clone(),
-        };
+        let base = base_url(&server_uri, &cc.server, cc.tls_server_name.as_deref());
         Ok(Client {
             current: Mutex::new(CurrentAgent {
                 agent: agent.clone(),
@@ -470,10 +465,9 @@ impl Client {
     /// GET a non-watch resource (a LIST page, one object); the whole body.
     pub fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Vec<u8>, KubeError> {
         let resp = self.call(path, query, false)?;
-        // Far above any page we request (limit=500), far below harm.
         resp.into_body()
             .into_with_config()
-            .limit(256 << 20)
+            .limit(BODY_MAX)
             .read_to_vec()
             .map_err(|e| self.map_err(e, path))
     }
@@ -601,9 +595,47 @@ fn encode_query(s: &str) -> String {
     out
 }
 
+/// Largest LIST page (or object) read. The pages asked for hold 500 objects (a few MiB
+/// for Pods); a body this size, parsed, stays well inside the unit's `MemoryMax=256M`
+/// beside everything else, where the former 256 MiB cap let a hostile server take the
+/// daemon down.
+pub const BODY_MAX: u64 = 32 << 20;
+
+/// The URL requests go to: the kubeconfig's server, or with `tls-server-name` that name
+/// at the server's port (resolved to the server's address), keeping the server URL's
+/// path (an API behind a proxy: `https://rancher/k8s/clusters/c-1`).
+fn base_url(server_uri: &Uri, server: &str, tls_server_name: Option<&str>) -> String {
+    match tls_server_name {
+        Some(name) => {
+            let scheme = server_uri.scheme_str().unwrap_or("https");
+            let default_port = if scheme == "http" { 80 } else { 443 };
+            let port = server_uri.port_u16().unwrap_or(default_port);
+            let path = server_uri.path().trim_end_matches('/');
+            format!("{scheme}://{name}:{port}{path}")
+        }
+        None => server.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_server_name_keeps_the_servers_path_and_port() {
+        let u = |s: &str| -> Uri { s.parse().unwrap() };
+        let s = "https://192.0.2.1:6443/k8s/clusters/c-1";
+        assert_eq!(
+            base_url(&u(s), s, Some("api.example")),
+            "https://api.example:6443/k8s/clusters/c-1"
+        );
+        let s = "https://192.0.2.1/";
+        assert_eq!(
+            base_url(&u(s), s, Some("api.example")),
+            "https://api.example:443"
+        );
+        assert_eq!(base_url(&u(s), s, None), s);
+    }
 
     #[test]
     fn query_encoding() {
