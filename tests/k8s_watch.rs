@@ -711,3 +711,24 @@ fn events_split_across_chunks() {
     assert_eq!(pod_status(&src).errors_total, 0);
     src.stop();
 }
+
+/// A redirect is not followed (it would take the bearer token elsewhere, maybe to
+/// `http://`): the 302 is an error naming its status, and the other address sees nothing.
+#[test]
+fn redirects_are_not_followed() {
+    let srv = ApiServer::start(Options::default());
+    let elsewhere = ApiServer::start(Options::default());
+    srv.inject(Fault::list(FaultAction::Redirect {
+        location: format!("{}api/v1/pods", elsewhere.url()),
+    }));
+    let client = Client::new(
+        &cluster_config(&srv, Credentials::Token("secret-token".into())),
+        http_config(),
+    )
+    .unwrap();
+    let e = client
+        .get("/api/v1/pods", &[("limit", "10".to_string())])
+        .unwrap_err();
+    assert!(e.to_string().contains("302"), "{e}");
+    assert_eq!(elsewhere.requests(), Vec::<String>::new());
+}

@@ -79,6 +79,9 @@ pub enum FaultAction {
     FailContinue(u16),
     /// 429 Too Many Requests with `Retry-After: <seconds>` (API Priority and Fairness).
     TooMany { retry_after: u64 },
+    /// 302 Found to `location` (a proxy or a hostile server sending the client elsewhere;
+    /// kube-apiserver never redirects).
+    Redirect { location: String },
 }
 
 /// A one-shot fault for the next request that matches `on` and `resource` (plural).

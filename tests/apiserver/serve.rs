@@ -634,6 +634,14 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) -> Next {
                 action: a,
             });
         }
+        Some(FaultAction::Redirect { location }) => {
+            let head =
+                format!("HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n");
+            let ok = write_counted(sh, conn, head.as_bytes())
+                .and_then(|_| conn.flush())
+                .is_ok();
+            return if ok { Next::KeepAlive } else { Next::Close };
+        }
         Some(FaultAction::TooMany { retry_after }) => {
             let body = serde_json::to_vec(&status_body(
                 429,
