@@ -671,3 +671,39 @@ fn apply_many_installs_every_owner_and_isolates_a_bad_one() {
     of.apply(TC_A, tc_a).unwrap();
     assert_eq!(sb.dump_flows("br-int", None), want);
 }
+
+/// Only the daemon watches for flows others change: a tool that opens the bridge with the
+/// daemon's round (`tether reset`, `check`, a second backend) leaves the daemon's flows
+/// alone, and the daemon's watcher, told of the tool's change, puts its own back.
+#[test]
+fn a_tool_with_the_daemons_round_leaves_its_flows_alone() {
+    if !privileged("a_tool_with_the_daemons_round_leaves_its_flows_alone") {
+        return;
+    }
+    let sb = sandbox();
+    let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", 7);
+    cfg.watch_drift = true;
+    let daemon = OfFlows::start(cfg).unwrap();
+    daemon
+        .wait_connected(common::patience(Duration::from_secs(10)))
+        .unwrap();
+    daemon.apply(TC_A, output_flows()).unwrap();
+    let before = sb.dump_flows("br-int", None);
+    let tool = start(&sb, 7);
+    // Well past the watcher's settle time, several times over.
+    std::thread::sleep(common::patience(Duration::from_millis(1500)));
+    assert_eq!(sb.dump_flows("br-int", None), before);
+    assert_eq!(tool.counts().drift_repairs, 0);
+    assert_eq!(daemon.counts().drift_repairs, 0);
+    // The tool deletes one of the daemon's flows (as reset does, by cookie): the daemon's
+    // watcher notices and installs it again.
+    tool.bundle(vec![tether::openflow::flowmod::FlowMod::delete_by_cookie(
+        cookie(7, TC_A.category, TC_A.object),
+        u64::MAX,
+    )])
+    .unwrap();
+    wait_for(Duration::from_secs(5), "the daemon's flows back", || {
+        (sb.dump_flows("br-int", None) == before).then_some(())
+    });
+    assert_eq!(daemon.counts().drift_repairs, 1);
+}

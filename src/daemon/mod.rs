@@ -271,8 +271,11 @@ impl Ovs {
         );
         let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
         let of = Arc::new(
-            OfFlows::start(OfFlowsConfig::new(mgmt.clone(), &cfg.bridge, round))
-                .map_err(|e| DaemonError::Setup(format!("openflow {}: {e}", mgmt.display())))?,
+            OfFlows::start(OfFlowsConfig {
+                watch_drift: true,
+                ..OfFlowsConfig::new(mgmt.clone(), &cfg.bridge, round)
+            })
+            .map_err(|e| DaemonError::Setup(format!("openflow {}: {e}", mgmt.display())))?,
         );
         let what = format!("connecting to openflow at {}", mgmt.display());
         retry(&what, Duration::from_millis(500), stop, || {

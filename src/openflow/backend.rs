@@ -45,6 +45,11 @@ pub struct OfFlowsConfig {
     pub round: u16,
     /// How long one request may wait for the switch.
     pub timeout: Duration,
+    /// Watch the switch for flows others change and put tether's back (`drift`): only
+    /// the daemon, which owns the round. A tool that opens the bridge with the daemon's
+    /// round (`reset`, `check`) must never, or it would take the daemon's flows for
+    /// foreign ones.
+    pub watch_drift: bool,
 }
 
 impl OfFlowsConfig {
@@ -60,6 +65,7 @@ impl OfFlowsConfig {
             name: name.to_string(),
             round,
             timeout: Duration::from_secs(60),
+            watch_drift: false,
         }
     }
 }
@@ -156,15 +162,21 @@ impl OfFlows {
             counts: Counts::default(),
         });
         let (stop_tx, stop_rx) = bounded::<()>(1);
-        let sh = shared.clone();
-        let stop = stop_rx.clone();
-        let drift = std::thread::Builder::new()
-            .name(format!("of-drift-{}", cfg.name))
-            .spawn(move || super::drift::drift_loop(&sh, &stop))
-            .map_err(|e| OfError::Io {
-                socket: cfg.mgmt.display().to_string(),
-                error: format!("cannot spawn flow watch thread: {e}"),
-            })?;
+        let drift = if cfg.watch_drift {
+            let sh = shared.clone();
+            let stop = stop_rx.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("of-drift-{}", cfg.name))
+                    .spawn(move || super::drift::drift_loop(&sh, &stop))
+                    .map_err(|e| OfError::Io {
+                        socket: cfg.mgmt.display().to_string(),
+                        error: format!("cannot spawn flow watch thread: {e}"),
+                    })?,
+            )
+        } else {
+            None
+        };
         let (rc_tx, rc_rx) = bounded(8);
         let sh = shared.clone();
         let replayer = std::thread::Builder::new()
@@ -178,7 +190,7 @@ impl OfFlows {
             shared,
             stop: Some(stop_tx),
             replayer: Some(replayer),
-            drift: Some(drift),
+            drift,
             reconnects: rc_rx,
         })
     }

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, select};
 
 use super::backend::{Shared, State, dumped_flows, flow_dump_request};
-use super::conn::ConnEvent;
 use super::consts::FlowModCommand;
 use super::flow::{Category, OWNER_MASK, Owner, ROUND_MASK, cookie};
 use super::flowmod::{FlowDesc, FlowMod};
@@ -212,32 +211,24 @@ pub(super) fn drift_loop(sh: &Shared, stop: &Receiver<()>) {
     let mut last_update = Instant::now();
     let mut paused = false;
     let mut lost = sh.of10.unsolicited_lost();
-    let mut monitoring = false;
+    // The OF1.0 connection generation the monitor was started on (the replay thread
+    // takes the connection's events: a new generation is how a reconnect shows here).
+    let mut monitoring: Option<u64> = None;
     let mut monitor_failures = 0u32;
     loop {
         let due = match (&suspects, paused) {
             (Suspects::None, _) | (_, true) => Duration::from_secs(3600),
             _ => SETTLE.saturating_sub(last_update.elapsed()),
         };
-        // A monitor the switch refused is asked for again now and then.
-        let due = if monitoring || !sh.of10.state().0 {
+        // Until a monitor runs on the current connection, look again now and then.
+        let (up, generation) = sh.of10.state();
+        let due = if up && monitoring == Some(generation) {
             due
         } else {
-            due.min(Duration::from_secs(5))
+            due.min(Duration::from_millis(500))
         };
         select! {
             recv(stop) -> _ => return,
-            recv(sh.of10.events()) -> ev => match ev {
-                Ok(ConnEvent::Connected { .. }) => {
-                    monitoring = false;
-                    // Whatever changed while disconnected went unseen.
-                    suspects = Suspects::All;
-                    last_update = Instant::now();
-                    paused = false;
-                }
-                Ok(ConnEvent::Disconnected { .. }) => monitoring = false,
-                Err(_) => return,
-            },
             recv(sh.of10.unsolicited()) -> m => {
                 let Ok(m) = m else { return };
                 match monitor::decode(&m.body) {
@@ -271,10 +262,17 @@ pub(super) fn drift_loop(sh: &Shared, stop: &Receiver<()>) {
             },
             default(due) => {}
         }
-        if !monitoring && sh.of10.state().0 {
+        let (up, generation) = sh.of10.state();
+        if up && monitoring != Some(generation) {
+            if monitoring.is_some() {
+                // Reconnected: whatever changed while disconnected went unseen.
+                suspects = Suspects::All;
+                last_update = Instant::now();
+                paused = false;
+            }
             match sh.start_monitor() {
                 Ok(()) => {
-                    monitoring = true;
+                    monitoring = Some(generation);
                     monitor_failures = 0;
                 }
                 Err(e) => {
