@@ -41,8 +41,8 @@ done
 # while the tier's tether is still being built (the guest waits for it before the others).
 ALL=(
   "netlink_kernel 2 TIER_NO_TETHER=1" "datapath 2"
-  "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 2" "trafficcontrol_target 1"
-  "plan_cmd 1" "flows_cmd 1" "product 1" "outside_changes 2" "kernel_datapath 1 TIER_NOCAPTURE=1"
+  "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 3" "trafficcontrol_target 1"
+  "plan_cmd 1" "flows_cmd 1" "product 1" "outside_changes 3" "kernel_datapath 1 TIER_NOCAPTURE=1"
   "faults 1 TETHER_FAULTS=ci FAULTS_VSWITCHD_KILLS=1 FAULTS_OVSDB_RESTARTS=1 FAULTS_TETHER_KILLS=2 TIER_NOCAPTURE=1 TIER_SKIP=api_fault_campaign"
 )
 # The other privileged binaries run on the host's userspace datapath only, each because no

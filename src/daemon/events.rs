@@ -51,6 +51,9 @@ pub(super) struct EventLoop {
     /// After an OpenFlow reconnect once ready: flow-restore-wait is cleared when the
     /// ExternalNode's resync (fresh ofports) has ended.
     restore_wait: bool,
+    /// The OVSDB session was lost since the bridge's lock was taken: take it again on the
+    /// next connection.
+    relock: bool,
     reported_stuck: bool,
     status_line: status::render::StatusLine,
 }
@@ -64,6 +67,7 @@ impl EventLoop {
             startup: Startup::new(&Kind::ALL),
             ready,
             restore_wait: false,
+            relock: false,
             reported_stuck: false,
             status_line: Default::default(),
         }
@@ -99,8 +103,10 @@ impl EventLoop {
                 recv(ovs_events) -> first => {
                     // Coalesce a burst of updates into one interface-store diff.
                     let mut reconnected = matches!(first, Ok(DbEvent::Connected));
+                    self.relock |= matches!(first, Ok(DbEvent::Disconnected(_)));
                     while let Ok(ev) = ovs_events.try_recv() {
                         reconnected |= ev == DbEvent::Connected;
+                        self.relock |= matches!(ev, DbEvent::Disconnected(_));
                     }
                     self.on_ovsdb(reconnected);
                 },
@@ -139,17 +145,20 @@ impl EventLoop {
     }
 
     fn on_ovsdb(&mut self, reconnected: bool) {
-        if reconnected {
+        if reconnected && self.relock {
+            self.relock = false;
             // A new session holds no lock: take the bridge's again (a `tether reset` that
             // slipped into the gap holds it, and says so when it runs).
             let lock = ovsdb::lock::lock_id(self.p.ovs.db.name());
             match ovsdb::lock::try_lock(&self.p.ovs.client, &lock) {
-                Ok(true) => {}
+                Ok(true) => log::info!("holding the OVSDB lock {lock} again"),
                 Ok(false) => log::error!(
                     "the OVSDB lock {lock} is held by another client (tether reset, or a second tether on this bridge) since ovsdb-server came back"
                 ),
                 Err(e) => log::warn!("taking the OVSDB lock {lock} again failed: {e}"),
             }
+        }
+        if reconnected {
             // Syncs that failed while OVSDB was down would otherwise wait out their
             // 5 s+ backoff; the connection they needed is back now.
             let n = self.p.queue.retry_now();

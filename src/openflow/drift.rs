@@ -195,7 +195,9 @@ impl Shared {
             });
         }
         if !mods.is_empty() {
-            self.bundle_mods(self.with_purge(&st, mods))?;
+            // Not `with_purge`: a pending purge of the round goes with the next bundle of
+            // the flow set's own (it would take every other owner's flows with it here).
+            self.bundle_mods(mods)?;
             self.counts
                 .drift_repairs
                 .fetch_add(repairs.len() as u64, Ordering::Relaxed);
