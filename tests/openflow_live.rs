@@ -702,8 +702,10 @@ fn a_tool_with_the_daemons_round_leaves_its_flows_alone() {
         u64::MAX,
     )])
     .unwrap();
+    // Counted once the repair's bundle is committed, so the count is waited for too.
     wait_for(Duration::from_secs(5), "the daemon's flows back", || {
-        (sb.dump_flows("br-int", None) == before).then_some(())
+        (daemon.counts().drift_repairs == 1 && sb.dump_flows("br-int", None) == before)
+            .then_some(())
     });
     assert_eq!(daemon.counts().drift_repairs, 1);
 }

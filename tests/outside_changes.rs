@@ -27,7 +27,7 @@ fn attached() -> (Bed, Tether, Value) {
     // tether's own changes come back through the flow monitor too: read back, they match.
     std::thread::sleep(Duration::from_millis(500));
     let m = &bed.status()["metrics"];
-    assert_eq!(m["flow_drift_repairs"], 0, "{m}");
+    assert_eq!(m["flow_drift_repairs"].as_u64().unwrap_or(0), 0, "{m}");
     (bed, t, before)
 }
 
@@ -62,12 +62,10 @@ fn reachable_again(bed: &Bed, what: &str) -> Duration {
 /// `tether reset` with the daemon's settings; exit code and output.
 fn reset(bed: &Bed) -> (i32, String) {
     let dir = bed.sb.dir().to_str().unwrap().to_string();
-    let o = bed
-        .sb
-        .ns()
-        .command(&[
-            binary().to_str().unwrap(),
-            "reset",
+    let state = bed.sb.path("state");
+    let mut argv = vec![binary().to_str().unwrap().to_string(), "reset".into()];
+    argv.extend(
+        [
             "--ovs-rundir",
             &dir,
             "--bridge",
@@ -78,11 +76,14 @@ fn reset(bed: &Bed) -> (i32, String) {
             "vm1",
             "--state-socket",
             bed.sock.to_str().unwrap(),
-            "--state-dir",
-            bed.sb.path("state").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        ]
+        .map(String::from),
+    );
+    if common::tether::state_dir_flag() {
+        argv.extend(["--state-dir".into(), state.to_str().unwrap().to_string()]);
+    }
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let o = bed.sb.ns().command(&argv).output().unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),

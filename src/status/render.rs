@@ -26,8 +26,30 @@ fn conn(c: &super::ConnStatus) -> &'static str {
     }
 }
 
-/// Left-aligned columns, two spaces apart.
+/// `s` safe for a terminal: control characters (an object name or an error text from the
+/// API server can carry escape sequences or newlines) written as Rust escapes, `\u{1b}`.
+pub fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Left-aligned columns, two spaces apart; every cell made [`printable`].
 fn table(out: &mut String, rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c)).collect())
+        .collect();
+    let rows = &rows;
     let n = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..n)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))

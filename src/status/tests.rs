@@ -375,3 +375,15 @@ fn status_line_follows_the_snapshot() {
         "{line}"
     );
 }
+
+#[test]
+fn names_and_errors_cannot_drive_the_terminal() {
+    let mut snap = sample();
+    snap.traffic_controls[0].name = "evil\u{1b}[2Jname".into();
+    snap.traffic_controls[0].last_error = Some("line one\nline two\r".into());
+    let out = human(&snap);
+    assert!(!out.contains('\u{1b}'), "{out}");
+    assert!(out.contains("evil\\u{1b}[2Jname"), "{out}");
+    assert!(out.contains("line one\\nline two\\r"), "{out}");
+    assert_eq!(super::render::printable("plain-name"), "plain-name");
+}

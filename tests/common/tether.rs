@@ -26,6 +26,12 @@ pub fn binary() -> PathBuf {
         .expect("target dir")
 }
 
+/// Whether the harness gives tether `--state-dir` (always, but for a build from before the
+/// flag: `TETHER_TEST_NO_STATE_DIR=1` with `TETHER_TEST_BIN`, to show a test failing on it).
+pub fn state_dir_flag() -> bool {
+    std::env::var_os("TETHER_TEST_NO_STATE_DIR").is_none()
+}
+
 pub struct Tether {
     child: Option<Child>,
     log: PathBuf,
@@ -45,7 +51,7 @@ impl Tether {
         argv.extend_from_slice(args);
         // Never the machine's own /var/lib/tether: a state directory beside the log.
         let state = log.with_file_name("state");
-        if !args.contains(&"--state-dir") {
+        if !args.contains(&"--state-dir") && state_dir_flag() {
             argv.extend(["--state-dir", state.to_str().expect("utf-8 path")]);
         }
         let file = std::fs::OpenOptions::new()

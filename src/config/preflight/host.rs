@@ -205,20 +205,37 @@ pub fn dhcp_clients(host: &dyn Host, nic: &str) -> Vec<DhcpClient> {
     out
 }
 
-/// netplan's glob (`fnmatch`): `*` and `?`.
+/// netplan's glob (`fnmatch`): `*` and `?`. Greedy with one backtrack point (the last
+/// `*`), so time is linear in the pattern times the name whatever the file says: the
+/// recursive form was exponential in the number of `*`s.
 fn glob(pattern: &str, s: &str) -> bool {
-    fn go(p: &[char], s: &[char]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &s[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
     let p: Vec<char> = pattern.chars().collect();
     let s: Vec<char> = s.chars().collect();
-    go(&p, &s)
+    let (mut pi, mut si) = (0, 0);
+    // Where the last `*` was, and where in `s` it started matching.
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match star {
+                // Let the last `*` take one more character and try again from there.
+                Some((sp, ss)) => {
+                    pi = sp + 1;
+                    si = ss + 1;
+                    star = Some((sp, ss + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
 }
 
 /// The `network.ethernets` entries of one netplan file that apply to `nic`: every key

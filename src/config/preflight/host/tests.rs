@@ -284,4 +284,15 @@ fn globs() {
     assert!(!glob("eth?", "eth10"));
     assert!(glob("*", ""));
     assert!(!glob("en*", "eth0"));
+    assert!(glob("e*h*1", "eth1"));
+    assert!(glob("*1", "eth11"));
+    assert!(!glob("*2", "eth11"));
+    assert!(glob("en*s*", "enp0s16"));
+    assert!(!glob("", "x"));
+    assert!(glob("", ""));
+    assert!(glob("**", "a"));
+    // Many `*`s against a name they cannot match: the recursive form never finished this
+    // (exponential in the `*`s); now it is 40 × 60 steps.
+    let pattern = format!("{}b", "*a".repeat(40));
+    assert!(!glob(&pattern, &"a".repeat(60)));
 }
