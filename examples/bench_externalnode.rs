@@ -201,12 +201,17 @@ fn child(dir: &str, peer: &str) {
         datapath_type: common::datapath().into(),
         ..EnConfig::default()
     };
+    let datapath = Arc::new(tether::controller::VswitchdDatapath::new(
+        &cfg.ovs_rundir,
+        &cfg.datapath_type,
+    ));
     let ctl = EnController::new(
         cfg,
         stores.clone(),
         bridge,
         flows.clone(),
         Arc::new(Rtnl::connect().unwrap()),
+        datapath,
     );
     ctl.recover().unwrap();
     // Let the bridge settle (ensure() re-keys the datapath id, which resets connections).

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::controller::externalnode::heldfile::HeldFiles;
 use crate::controller::externalnode::record::HELD_PREFIX;
 use crate::controller::externalnode::{EnConfig, EnController, RECORD_KEY};
-use crate::controller::{AbsentBridge, AbsentFlows, Bridge, Flows, LiveBridge};
+use crate::controller::{AbsentBridge, AbsentFlows, Bridge, Flows, LiveBridge, VswitchdDatapath};
 use crate::flows::owners::tether_cookie;
 use crate::k8s::Stores;
 use crate::netlink::{Links, uplink_name};
@@ -298,6 +298,7 @@ fn restore_nics(
         bridge,
         flows,
         Arc::new(links),
+        Arc::new(VswitchdDatapath::new(&cfg.ovs_rundir, &cfg.datapath_type)),
     )
     .with_host_network(Arc::new(crate::hostnet::Networkd::default()));
     let nics = en.restore_all().map_err(|e| {

@@ -178,7 +178,11 @@ fn agent_main(dir: &str) {
         datapath_type: common::datapath().into(),
         state_dir: None,
     };
-    let ctl = EnController::new(cfg, stores.clone(), en_bridge, en_flows, links);
+    let datapath = Arc::new(tether::controller::VswitchdDatapath::new(
+        &cfg.ovs_rundir,
+        &cfg.datapath_type,
+    ));
+    let ctl = EnController::new(cfg, stores.clone(), en_bridge, en_flows, links, datapath);
     let mut seen = 0u64;
     println!("AGENT ready round={round}");
     log::debug!("agent ready round={round}");

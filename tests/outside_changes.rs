@@ -113,14 +113,21 @@ fn survives(test: &str, what: &str, change: impl Fn(&Bed), logged: &str, counted
     );
 }
 
-/// With the daemon stopped: `change`, then `tether reset` gives `eth1` back exactly.
-fn reset_after(test: &str, change: impl Fn(&Bed)) {
+/// With the daemon stopped: `change`; `tether plan` shows the ExternalNode step `planned`
+/// (the controller's own decision) and `tether check` the finding `checked`; then
+/// `tether reset` gives `eth1` back exactly.
+fn reset_after(test: &str, change: impl Fn(&Bed), planned: &str, checked: &str) {
     if !privileged(test) {
         return;
     }
     let (bed, mut t, before) = attached();
     assert_eq!(t.stop(), Some(0));
     change(&bed);
+    let (code, plan) = bed.tool("plan");
+    assert_eq!(code, 3, "{plan}");
+    assert!(plan.lines().any(|l| l.trim_start() == planned), "{plan}");
+    let (_, check) = bed.tool("check");
+    assert!(check.lines().any(|l| l == checked), "{check}");
     let (code, out) = reset(&bed);
     assert_eq!(code, 0, "{out}");
     assert!(
@@ -135,6 +142,10 @@ fn reset_after(test: &str, change: impl Fn(&Bed)) {
             .is_err()
     );
 }
+
+/// What `tether plan` and `tether check` say of a NIC whose host port OVS lost.
+const GIVE_BACK_PLANNED: &str = "give eth1 back from the state directory's copy of its configuration (OVS lost its host port): rename eth1~ to eth1, put its addresses, routes and sysctls back";
+const GIVE_BACK_CHECKED: &str = "WARN externalnode: default/vm1: OVS lost eth1's host port: tether run gives eth1 back from the state directory's copy of its configuration first";
 
 /// `ovs-vsctl <args>` on the bed's switch.
 fn vsctl(args: &'static [&'static str]) -> impl Fn(&Bed) {
@@ -159,6 +170,8 @@ fn host_port_deleted_then_reset() {
     reset_after(
         "host_port_deleted_then_reset",
         vsctl(&["del-port", "br-int", "eth1"]),
+        GIVE_BACK_PLANNED,
+        GIVE_BACK_CHECKED,
     );
 }
 
@@ -178,6 +191,8 @@ fn uplink_port_deleted_then_reset() {
     reset_after(
         "uplink_port_deleted_then_reset",
         vsctl(&["del-port", "br-int", "eth1~"]),
+        "give eth1 back and take it over again (its uplink port is gone): rename eth1 to eth1~, create its ports, move its configuration to the host port eth1:",
+        "WARN externalnode: default/vm1: eth1 is attached but its uplink port eth1~ is gone from the bridge: tether run gives eth1 back and takes it over again",
     );
 }
 
@@ -194,7 +209,12 @@ fn bridge_deleted_while_running() {
 
 #[test]
 fn bridge_deleted_then_reset() {
-    reset_after("bridge_deleted_then_reset", vsctl(&["del-br", "br-int"]));
+    reset_after(
+        "bridge_deleted_then_reset",
+        vsctl(&["del-br", "br-int"]),
+        GIVE_BACK_PLANNED,
+        GIVE_BACK_CHECKED,
+    );
 }
 
 /// OVS's database replaced by an empty one, as ovs-lib does when a schema conversion
@@ -225,7 +245,12 @@ fn database_emptied_while_running() {
 
 #[test]
 fn database_emptied_then_reset() {
-    reset_after("database_emptied_then_reset", empty_the_database);
+    reset_after(
+        "database_emptied_then_reset",
+        empty_the_database,
+        GIVE_BACK_PLANNED,
+        GIVE_BACK_CHECKED,
+    );
 }
 
 /// Every flow of the bridge, as `ovs-ofctl dump-flows` prints them without counters.

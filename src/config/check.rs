@@ -19,7 +19,7 @@ mod ovs;
 mod source;
 
 use externalnode::check_external_node;
-use ovs::{check_ovs, ovs_role};
+use ovs::check_ovs;
 use source::check_source;
 
 use super::{Config, Input, preflight};

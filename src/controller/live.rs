@@ -154,6 +154,16 @@ pub struct VswitchdDatapath {
     pub datapath: String,
 }
 
+impl VswitchdDatapath {
+    /// ovs-vswitchd's datapath under `rundir` for bridges of `datapath_type`.
+    pub fn new(rundir: &std::path::Path, datapath_type: &str) -> VswitchdDatapath {
+        VswitchdDatapath {
+            rundir: rundir.to_path_buf(),
+            datapath: ovsdb::unixctl::datapath_name(datapath_type).to_string(),
+        }
+    }
+}
+
 impl Datapath for VswitchdDatapath {
     fn delete_interface(&self, name: &str) -> Result<bool, String> {
         let ctl = ovsdb::unixctl::Unixctl::for_daemon(&self.rundir, "ovs-vswitchd")

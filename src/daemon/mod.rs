@@ -30,7 +30,7 @@ use crate::controller::l2::L2Controller;
 use crate::controller::queue::{QueueConfig, SystemClock, WorkQueue};
 use crate::controller::trafficcontrol::TcController;
 use crate::controller::worker::{Controllers, Workers};
-use crate::controller::{Bridge, Flows, Key, LiveBridge};
+use crate::controller::{Bridge, Flows, Key, LiveBridge, VswitchdDatapath};
 use crate::heartbeat::Heartbeats;
 use crate::k8s::{self, Kind, KubeEvent, Source, SourceConfig, Stores};
 use crate::openflow::{Category, OfFlows, OfFlowsConfig, Owner};
@@ -333,6 +333,7 @@ fn controllers(
         bridge.clone(),
         flows.clone(),
         netlink()?,
+        Arc::new(VswitchdDatapath::new(&cfg.ovs_rundir, &cfg.datapath_type)),
     )
     .with_host_network(Arc::new(crate::hostnet::Networkd::default()));
     Ok(Controllers {

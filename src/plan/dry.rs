@@ -7,8 +7,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::controller::externalnode::EnController;
 use crate::controller::interfaces::Interfaces;
-use crate::controller::{Bridge, Flows};
+use crate::controller::{Bridge, Datapath, Flows};
 use crate::netlink::{Addr, DevSysctl, Link, LinkError, LinkFlags, Links, Route};
 use crate::openflow::{Flow, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortData, PortKind, PortSpec, Uuid};
@@ -363,4 +364,37 @@ impl<L: Links> Links for DryLinks<L> {
     fn link_holding(&self, ip: IpAddr) -> Result<Option<Link>, LinkError> {
         self.real.link_holding(ip)
     }
+}
+
+/// The datapath: removing a port that lingers in it is recorded, never done (a live
+/// `dpctl/del-if` would change the switch).
+pub struct DryDatapath(pub Record);
+
+impl Datapath for DryDatapath {
+    fn delete_interface(&self, name: &str) -> Result<bool, String> {
+        self.0.link(format!(
+            "remove {name} from the datapath if it lingers there"
+        ));
+        Ok(false)
+    }
+}
+
+/// The ExternalNode controller over dry backends: what `tether plan` and `tether check`
+/// preview the daemon's decision with.
+pub fn en_controller(
+    cfg: &crate::config::Config,
+    stores: crate::k8s::Stores,
+    bridge: Arc<dyn Bridge>,
+    flows: Arc<dyn Flows>,
+    links: Arc<dyn Links + Send + Sync>,
+    rec: &Record,
+) -> EnController {
+    EnController::new(
+        crate::daemon::en_config(cfg),
+        stores,
+        bridge,
+        flows,
+        links,
+        Arc::new(DryDatapath(rec.clone())),
+    )
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
-use crate::controller::externalnode::{EnController, EnPreview, nic_owner};
+use crate::controller::externalnode::{EnError, EnPreview, nic_owner};
 use crate::controller::trafficcontrol::ports::port_name;
 use crate::controller::trafficcontrol::{TcController, object_id};
 use crate::controller::{Bridge, Flows, l2::L2Controller};
@@ -274,13 +274,7 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
     }
 
     // The ExternalNode: its controller's own decision, previewed.
-    let en = EnController::new(
-        crate::daemon::en_config(cfg),
-        stores.clone(),
-        bridge,
-        flows,
-        links,
-    );
+    let en = dry::en_controller(cfg, stores.clone(), bridge, flows, links, &rec);
     rec.set_flows(
         Owner::new(Category::EXTERNAL_NODE, 0),
         bypass_flows(&cfg.policy_bypass_rules),
@@ -297,15 +291,24 @@ pub fn compute(cfg: &Config) -> Result<Plan, String> {
     Ok(plan)
 }
 
-/// The ExternalNode's part: steps (with the configuration that would move), its ports
-/// and its pair flows recorded in `rec`.
+/// The ExternalNode's part, rendered from its controller's own decision: steps (with the
+/// configuration that would move), its ports and its pair flows recorded in `rec`.
 fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Record, plan: &mut Plan) {
+    let steps = &mut plan.externalnode;
     if let Some(r) = &p.recorded {
-        plan.externalnode
-            .push(format!("finish or roll back the recorded step first: {r}"));
+        steps.push(format!("finish or roll back the recorded step first: {r}"));
     }
-    if let Some(e) = &p.error {
-        plan.problems.push(e.clone());
+    for nic in &p.orphans {
+        steps.push(format!(
+            "give {nic} back from the state directory's copy of its configuration (OVS lost its host port): rename {} to {nic}, put its addresses, routes and sysctls back",
+            uplink_name(nic)
+        ));
+    }
+    if let Some(e) = &p.plan.refused {
+        plan.problems.push(match e {
+            EnError::Invalid { .. } | EnError::Refused { .. } => e.to_string(),
+            _ => format!("externalnode {}: {e}", p.snapshot.key),
+        });
     }
     let ofport_of = |name: &str| {
         ports
@@ -313,67 +316,67 @@ fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Record, plan: &mu
             .find(|x| x.name == name)
             .and_then(|x| u32::try_from(x.ofport).ok())
     };
-    // Pairs of NICs that stay attached keep their flows (`run` re-installs them as are).
-    for a in ports
+    // Pairs of NICs that stay attached keep their flows (`run` re-installs them as are):
+    // those whose uplink port OVSDB has with its role, as `run` requires.
+    for a in p
+        .snapshot
+        .attached
         .iter()
-        .filter(|x| x.external_ids.get("antrea-type").map(String::as_str) == Some("host"))
+        .filter(|a| a.uplink_port.is_some())
     {
-        let uplink = a
-            .external_ids
-            .get("uplink-name")
-            .cloned()
-            .unwrap_or_else(|| uplink_name(&a.name));
-        if let (Some(h), Some(u)) = (ofport_of(&a.name), ofport_of(&uplink)) {
-            rec.set_flows(nic_owner(&a.name), uplink_pair_flows(h, u));
+        if let (Some(h), Some(u)) = (ofport_of(&a.nic), ofport_of(&a.uplink)) {
+            rec.set_flows(nic_owner(&a.nic), uplink_pair_flows(h, u));
         }
     }
-    if let Some((nic, attach, config)) = &p.attach {
-        let why = match attach {
+    let config = |nic: &str| -> Vec<String> {
+        p.configs
+            .get(nic)
+            .map(|c| config_lines("move", nic, c))
+            .unwrap_or_default()
+    };
+    if let Some(n) = &p.plan.nic {
+        let nic = &n.nic;
+        let why = match n.attach {
             Attach::Keep => None,
             Attach::Takeover => Some(format!("take over {nic}")),
             Attach::Reattach => Some(format!("re-attach {nic} (its ports outlived their links)")),
             Attach::Rebuild => Some(format!(
                 "give {nic} back and take it over again (its uplink port is gone)"
             )),
-            Attach::Refuse { uplink } => {
-                plan.problems.push(format!(
-                    "externalnode: link {uplink} exists but OVSDB has no host port {nic}: run refuses to take {nic} over"
-                ));
-                None
-            }
         };
         if let Some(why) = why {
             let uplink = uplink_name(nic);
-            plan.externalnode.push(format!(
+            steps.push(format!(
                 "{why}: rename {nic} to {uplink}, create its ports, move its configuration to the host port {nic}:"
             ));
-            if let Some(c) = config {
-                plan.externalnode.extend(config_lines("move", nic, c));
-            }
+            steps.extend(config(nic));
             let host = rec.create(nic, "internal", BTreeMap::new());
             let up = rec.create(&uplink, "system", BTreeMap::new());
             rec.set_flows(nic_owner(nic), uplink_pair_flows(host, up));
         }
-    }
-    if let Some((nic, ids)) = &p.relabel {
-        let text = ids
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        plan.externalnode
-            .push(format!("re-label the host port {nic}: external_ids {text}"));
-    }
-    for (nic, config) in &p.release {
-        let uplink = uplink_name(nic);
-        plan.externalnode.push(format!(
-            "give {nic} back: delete its ports, rename {uplink} to {nic}, move its configuration back:"
-        ));
-        if let Some(c) = config {
-            plan.externalnode.extend(config_lines("move", nic, c));
+        if let Some(ids) = &n.relabel {
+            let text = ids
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            steps.push(format!("re-label the host port {nic}: external_ids {text}"));
         }
+    }
+    for a in p
+        .snapshot
+        .attached
+        .iter()
+        .filter(|a| p.plan.release.contains(&a.nic))
+    {
+        let nic = &a.nic;
+        steps.push(format!(
+            "give {nic} back: delete its ports, rename {} to {nic}, move its configuration back:",
+            a.uplink
+        ));
+        steps.extend(config(nic));
         rec.delete(nic);
-        rec.delete(&uplink);
+        rec.delete(&a.uplink);
         rec.set_flows(nic_owner(nic), Vec::new());
     }
 }

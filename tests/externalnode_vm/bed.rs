@@ -118,6 +118,50 @@ impl Bed {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// `tether <cmd>` (`plan` or `check`) with the daemon's settings, its state directory
+    /// included; exit code and stdout.
+    pub fn tool(&self, cmd: &str) -> (i32, String) {
+        let dir = self.sb.dir().to_str().unwrap().to_string();
+        let config = self.sb.path("tether.yaml");
+        std::fs::write(&config, CONFIG).unwrap();
+        let state = self.sb.path("state");
+        let check_sock = format!("{dir}/check.sock");
+        let sock = if cmd == "check" {
+            check_sock.as_str()
+        } else {
+            self.sock.to_str().unwrap()
+        };
+        let o = self
+            .sb
+            .ns()
+            .command(&[
+                binary().to_str().unwrap(),
+                cmd,
+                "--config",
+                config.to_str().unwrap(),
+                "--manifests",
+                self.manifests.to_str().unwrap(),
+                "--ovs-rundir",
+                &dir,
+                "--bridge",
+                "br-int",
+                "--node-name",
+                "vm1",
+                "--datapath-type",
+                crate::common::datapath(),
+                "--state-socket",
+                sock,
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    }
+
     pub fn status(&self) -> Value {
         let o = std::process::Command::new(binary())
             .args([

@@ -3,10 +3,10 @@
 
 use super::*;
 
-/// The verdict `tether run` would reach on this node's ExternalNode, without touching
-/// anything: a valid spec, the link holding its IPs, whether that link may be taken over
-/// (`verdict`, then what OVS needs of it beyond that), what an earlier takeover left, who
-/// configures it, and whether each of its routes can be moved.
+/// The decision `tether run` would reach on this node's ExternalNode — its controller's
+/// own (`EnController::preview` over backends that only read), rendered without touching
+/// anything — and beyond it what OVS and the host need of the NIC: what an earlier
+/// takeover left, who configures it, and whether each of its routes can be moved.
 pub(super) fn check_external_node(
     cfg: &Config,
     client: Option<&Client>,
@@ -17,78 +17,114 @@ pub(super) fn check_external_node(
 ) {
     // Long on purpose: The checks `tether check` reports for the ExternalNode, in the order
     // it prints them; each is a few lines, and they share what the earlier ones found.
-    use crate::controller::externalnode::verdict::{self, OvsPort};
+    use crate::controller::externalnode::EnError;
+    use crate::controller::externalnode::plan::{Attach, Wanted};
     use preflight::{gather, host::RealHost};
     let key = format!("{}/{}", en.metadata.namespace, en.metadata.name);
     let what = "externalnode";
     let fix_ips = "make spec.interfaces[0].ips the addresses of the VM NIC to attach";
-    let spec = match &en.spec {
-        Ok(s) => s,
+    let preview = match preview(cfg, client, en) {
+        Ok(p) => p,
         Err(e) => {
-            out.push(bad(Level::Fail, what, format!("{key}: {e}"), fix_ips));
+            out.push(bad(
+                Level::Warn,
+                what,
+                format!("{key}: cannot preview tether run's decision: {e}"),
+                "run tether check as root",
+            ));
             return;
         }
     };
-    let Some(iface) = spec.interfaces.first() else {
+    for nic in &preview.orphans {
         out.push(bad(
-            Level::Fail,
+            Level::Warn,
             what,
-            format!("{key}: no interface"),
-            fix_ips,
-        ));
-        return;
-    };
-    let link = match verdict::find_nic(links, &iface.ips) {
-        Ok((l, _)) => l,
-        Err(e) => {
-            out.push(bad(Level::Fail, what, format!("{key}: {e}"), fix_ips));
-            return;
-        }
-    };
-    let role = client.and_then(|c| ovs_role(c, &link.name));
-    let is_host = role.as_deref() == Some("host");
-    let ports = gather::port_facts(client, links, &link.name, is_host);
-    let leftovers = preflight::nic::leftovers(&link.name, &cfg.bridge, &ports);
-    // The host port with its uplink link is attached; without it (a reboot) `tether run`
-    // replaces the ports and judges the link like any other.
-    if is_host && ports.uplink_link {
-        out.push(ok(
-            what,
-            format!("{key}: {} is attached (tether's host port)", link.name),
-        ));
-        out.extend(leftovers);
-        out.push(ok(
-            "network",
             format!(
-                "{} (the host port) is configured by {}",
-                link.name,
-                crate::hostnet::detect(&Default::default(), &link.name, link.index)
+                "{key}: OVS lost {nic}'s host port: tether run gives {nic} back from the state directory's copy of its configuration first"
             ),
+            "nothing to do; tether reset gives it back too",
         ));
-        out.extend(preflight::mtu(&link.name, link.mtu, tunnels));
-        return;
     }
-    if let Some(role) = role.filter(|_| !is_host) {
-        let r = verdict::refusal(&link, None, &cfg.bridge, OvsPort::Other(role));
-        out.push(bad(
-            Level::Fail,
+    let plan = &preview.plan;
+    let nic = match (&plan.refused, &preview.snapshot.wanted) {
+        (Some(EnError::Refused { detail, .. }), _) => {
+            out.push(bad(
+                Level::Fail,
+                what,
+                format!("{key}: tether run refuses to take it over: {detail}"),
+                fix_ips,
+            ));
+            return;
+        }
+        (Some(EnError::Inconsistent { nic, .. }), _) => {
+            let facts = preflight::nic::PortFacts {
+                host_port: false,
+                uplink_link: true,
+                ..gather::port_facts(client, links, nic, false)
+            };
+            out.extend(preflight::nic::leftovers(nic, &cfg.bridge, &facts));
+            return;
+        }
+        (Some(e), _) => {
+            out.push(bad(Level::Fail, what, format!("{key}: {e}"), fix_ips));
+            return;
+        }
+        (None, Wanted::Present { nic, .. }) => nic,
+        (None, _) => return,
+    };
+    for n in &plan.release {
+        out.push(ok(
             what,
-            format!("{key}: {}", r.unwrap_or_default()),
-            fix_ips,
+            format!("{key}: tether run gives {n} back (another NIC holds the IPs now)"),
         ));
-        return;
     }
-    let master = verdict::master_name(links, &link);
-    if let Some(r) = verdict::refusal(&link, master.as_deref(), &cfg.bridge, OvsPort::None) {
-        out.push(bad(
-            Level::Fail,
-            what,
-            format!("{key}: tether run refuses to take it over: {r}"),
-            fix_ips,
-        ));
-        return;
+    let Some(p) = &plan.nic else { return };
+    let link = &nic.link;
+    let attached = preview.snapshot.attached.iter().any(|a| a.nic == p.nic);
+    let ports = gather::port_facts(client, links, &link.name, attached);
+    let leftovers = preflight::nic::leftovers(&link.name, &cfg.bridge, &ports);
+    match p.attach {
+        Attach::Keep => {
+            let relabel = if p.relabel.is_some() {
+                " (tether run re-labels its host port)"
+            } else {
+                ""
+            };
+            out.push(ok(
+                what,
+                format!(
+                    "{key}: {} is attached (tether's host port){relabel}",
+                    link.name
+                ),
+            ));
+            out.extend(leftovers);
+            out.push(ok(
+                "network",
+                format!(
+                    "{} (the host port) is configured by {}",
+                    link.name,
+                    crate::hostnet::detect(&Default::default(), &link.name, link.index)
+                ),
+            ));
+            out.extend(preflight::mtu(&link.name, link.mtu, tunnels));
+            return;
+        }
+        Attach::Rebuild => {
+            out.push(bad(
+                Level::Warn,
+                what,
+                format!(
+                    "{key}: {} is attached but its uplink port {} is gone from the bridge: tether run gives {} back and takes it over again",
+                    p.nic, p.uplink, p.nic
+                ),
+                "nothing to do",
+            ));
+            out.extend(preflight::mtu(&link.name, link.mtu, tunnels));
+            return;
+        }
+        Attach::Reattach | Attach::Takeover => {}
     }
-    let uplink = gather::uplink(cfg, &RealHost, links, &link);
+    let uplink = gather::uplink(cfg, &RealHost, links, link);
     let refused = uplink.iter().any(|f| f.level == Level::Fail);
     out.extend(uplink);
     if let Some(f) = leftovers {
@@ -103,7 +139,7 @@ pub(super) fn check_external_node(
     }
     if crate::hostnet::in_init_netns() {
         let m = crate::hostnet::detect(&Default::default(), &link.name, link.index);
-        out.extend(gather::network(&RealHost, links, &link, &m));
+        out.extend(gather::network(&RealHost, links, link, &m));
     }
     match crate::netlink::capture(links, link.index) {
         Ok(c) if !c.unmovable().is_empty() => out.push(bad(
@@ -119,7 +155,12 @@ pub(super) fn check_external_node(
         Ok(c) => out.push(ok(
             what,
             format!(
-                "{key}: would take over {} ({}, {} addresses, {} routes)",
+                "{key}: would {} {} ({}, {} addresses, {} routes)",
+                if p.attach == Attach::Reattach {
+                    "re-attach"
+                } else {
+                    "take over"
+                },
                 link.name,
                 link.kind.as_deref().unwrap_or("NIC"),
                 c.addrs.len(),
@@ -134,4 +175,33 @@ pub(super) fn check_external_node(
         )),
     }
     out.extend(preflight::mtu(&link.name, link.mtu, tunnels));
+}
+
+/// `tether run`'s decision on `en`, from OVSDB as it is (no bridge when OVS is not
+/// reachable) and the kernel, through backends that only read.
+fn preview(
+    cfg: &Config,
+    client: Option<&Client>,
+    en: &k8s::ExternalNode,
+) -> Result<crate::controller::externalnode::EnPreview, String> {
+    use crate::plan::dry::{self, DryBridge, DryFlows, DryLinks, Record};
+    let view = client.and_then(|c| crate::ovsdb::read_bridge(c, &cfg.bridge));
+    let (ports, ids) = view.map_or_else(Default::default, |v| (v.ports, v.external_ids));
+    let rec = Record::default();
+    let real = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
+    let links = Arc::new(DryLinks {
+        real,
+        rec: rec.clone(),
+    });
+    let stores = k8s::Stores::default();
+    stores.external_nodes.replace(vec![en.clone()]);
+    let en = dry::en_controller(
+        cfg,
+        stores,
+        Arc::new(DryBridge::new(ports, ids, rec.clone())),
+        Arc::new(DryFlows(rec.clone())),
+        links,
+        &rec,
+    );
+    Ok(en.preview())
 }

@@ -130,20 +130,3 @@ pub(super) fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) -> Option<Arc<Clie
     }
     Some(client)
 }
-
-/// The `antrea-type` (or `foreign`) of the OVSDB port called `name`, when it has one.
-pub(super) fn ovs_role(client: &Client, name: &str) -> Option<String> {
-    let rows = client
-        .transact(&[Op::Select {
-            table: "Port".into(),
-            conditions: vec![Condition::name(name)],
-            columns: Some(vec!["external_ids".into()]),
-        }])
-        .ok()?;
-    let row = rows.into_iter().next()?.rows.into_iter().next()?;
-    let role = row
-        .get("external_ids")
-        .and_then(|d| d.to_str_map().get("antrea-type").cloned())
-        .unwrap_or_else(|| "foreign".to_string());
-    Some(role)
-}

@@ -1,8 +1,10 @@
-//! `EnController`: sync (and, for tools and tests, recover and replay) and status for this
-//! node's ExternalNode. The truth is the store, OVSDB (the host and uplink ports, the step
-//! record) and the kernel; the controller keeps only the status it reports. Here: deciding
-//! what a sync does (`reconcile`); in `steps` the takeover and its undoing, in `recover`
-//! the step record, in `settle` the waits and the identity check.
+//! `EnController`: sync, reset's `restore_all`, the preview, and status for this node's
+//! ExternalNode. The truth is the store, OVSDB (the host and uplink ports, the step
+//! record) and the kernel; the controller keeps only the status it reports. Here: the
+//! snapshot a sync decides from and carrying out `plan::decide`'s plan (`reconcile`); in
+//! `steps` the takeover and its undoing, in `recover` the step record, in `orphans` NICs
+//! given back after OVS lost their host port, in `held` the configuration kept while
+//! attached, in `settle` the waits and the identity check, in `preview` the plan shown.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -22,43 +24,22 @@ use steps::Made;
 
 use super::heldfile::HeldFiles;
 use super::identity;
-use super::plan::{Attach, AttachedView, plan_sync};
+use super::plan::{Attach, Attached, EnPlan, Nic, NicPlan, Snapshot, Wanted, decide};
 use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
 #[cfg(feature = "test-hooks")]
 use super::types::CRASH_ENV;
 use super::types::{EnConfig, EnError, EnStatus, external_entity_name, host_external_ids};
 use super::verdict::{self, OvsPort};
 use crate::controller::interfaces::{Interface, Role};
-use crate::controller::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork, VswitchdDatapath};
-use crate::k8s::Stores;
+use crate::controller::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork};
+use crate::k8s::{ExternalNode, Stores};
 use crate::netlink::{
     Link, LinkError, Links, apply, apply_best_effort, capture, plan_move, plan_sysctls,
     plan_uplink_ipv6_off, read_sysctls, uplink_name,
 };
 use crate::openflow::{Category, Owner};
-use crate::ovsdb::unixctl;
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
 use crate::pipeline::externalnode::{bypass_flows, uplink_pair_flows};
-
-/// The NIC holding the ExternalNode's IPs, and what its host port must say.
-struct Target<'a> {
-    link: &'a Link,
-    ips: &'a [IpAddr],
-    /// The ExternalNode's IPs (to find the NIC again after a rebuild).
-    wanted: &'a [IpAddr],
-    entity: &'a str,
-    namespace: &'a str,
-}
-
-/// A NIC attached to the bridge, as OVSDB records it.
-#[derive(Clone, Debug)]
-struct Attached {
-    nic: String,
-    uplink: String,
-    host: Uuid,
-    uplink_port: Option<Uuid>,
-    ids: BTreeMap<String, String>,
-}
 
 pub struct EnController {
     cfg: EnConfig,
@@ -106,6 +87,13 @@ fn ovs_err(op: impl Into<String>) -> impl FnOnce(OvsdbError) -> EnError {
     move |error| EnError::Ovsdb { op, error }
 }
 
+fn join(ips: &[IpAddr]) -> String {
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn many(mut errors: Vec<EnError>) -> Result<(), EnError> {
     match errors.len() {
         0 => Ok(()),
@@ -121,11 +109,8 @@ impl EnController {
         bridge: Arc<dyn Bridge>,
         flows: Arc<dyn Flows>,
         links: Arc<dyn Links + Send + Sync>,
+        datapath: Arc<dyn Datapath>,
     ) -> EnController {
-        let datapath = Arc::new(VswitchdDatapath {
-            rundir: cfg.ovs_rundir.clone(),
-            datapath: unixctl::datapath_name(&cfg.datapath_type).to_string(),
-        });
         let held_files = cfg.state_dir.as_ref().map(HeldFiles::new);
         EnController {
             cfg,
@@ -143,12 +128,6 @@ impl EnController {
             serial: Mutex::new(()),
             put_back: Mutex::new(None),
         }
-    }
-
-    /// Replace how lingering datapath ports are removed (tests use a fake).
-    pub fn with_datapath(mut self, datapath: Arc<dyn Datapath>) -> EnController {
-        self.datapath = datapath;
-        self
     }
 
     /// Tell the host's network manager about takeovers (the daemon: systemd-networkd's
@@ -196,8 +175,9 @@ impl EnController {
     }
 
     /// Finish or roll back whatever step a crash interrupted, install the bypass flows,
-    /// and report what OVSDB says is attached. The daemon gets this from its first
-    /// `sync` (queued at start); tools and tests call it alone.
+    /// and report what OVSDB says is attached: the first part of every `sync`, alone.
+    /// Tests only (the daemon's first `sync`, queued at start, does it).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn recover(&self) -> Result<(), EnError> {
         let _g = lock(&self.serial);
         let mut errors = Vec::new();
@@ -245,8 +225,8 @@ impl EnController {
 
     /// Re-install the uplink and bypass flows with freshly read ofports (after an OpenFlow
     /// reconnect: a restarted ovs-vswitchd has no flows and may have renumbered ports).
-    /// The daemon gets the same from `sync` (queued after every reconnect); tools and
-    /// tests call it alone.
+    /// Tests only: the daemon gets the same from `sync` (queued after every reconnect).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn replay(&self) -> Result<(), EnError> {
         let _g = lock(&self.serial);
         let r = self.keep_pairs();
@@ -340,71 +320,109 @@ impl EnController {
     }
 
     /// Make the host match this node's ExternalNode in the store (absent: restore every
-    /// attached NIC): snapshot (the store, OVSDB's attached NICs, the kernel's links) →
-    /// `plan::plan_sync` → carry it out.
+    /// attached NIC): `snapshot` → `plan::decide` → carry it out.
     fn reconcile(&self) -> Result<(), EnError> {
+        let snap = self.snapshot();
+        let plan = decide(&snap);
+        self.carry_out(&snap, plan)
+    }
+
+    /// What a sync decides from (`plan`): the store's ExternalNode, the link holding its
+    /// IPs with the verdict on it, and the NICs OVSDB says are attached. Reads only.
+    pub(super) fn snapshot(&self) -> Snapshot {
         let attached = self.attached();
         let key = self.key();
-        let Some(en) = self.stores.external_nodes.get(&key) else {
-            let mut errors = Vec::new();
-            for a in &attached {
-                log::info!("externalnode absent en={key} restoring nic={}", a.nic);
-                if let Err(e) = self.restore(a) {
-                    errors.push(e);
-                }
-            }
-            return many(errors);
+        let wanted = match self.stores.external_nodes.get(&key) {
+            None => Wanted::Absent,
+            Some(en) => self
+                .wanted(&key, &en, &attached)
+                .unwrap_or_else(Wanted::Unusable),
         };
+        Snapshot {
+            key,
+            wanted,
+            attached,
+        }
+    }
+
+    fn wanted(
+        &self,
+        key: &str,
+        en: &ExternalNode,
+        attached: &[Attached],
+    ) -> Result<Wanted, EnError> {
         let spec = en.spec.as_ref().map_err(|e| EnError::Invalid {
-            en: key.clone(),
+            en: key.to_string(),
             detail: e.to_string(),
         })?;
         let iface = spec.interfaces.first().ok_or_else(|| EnError::Invalid {
-            en: key.clone(),
+            en: key.to_string(),
             detail: "spec.interfaces is empty".into(),
         })?;
-        let (link, ips) = match self.find_nic(&iface.ips) {
-            Ok(found) => found,
-            Err(EnError::NicNotFound { ips }) => {
-                // A host port the kernel re-created is empty until its configuration is
-                // put back: it is still the NIC (`held`).
-                let found = self.held_host_for(&ips);
-                let Some(found) = found else {
-                    return Err(EnError::NicNotFound { ips });
-                };
-                log::info!(
-                    "externalnode no link holds {}; host port {} held them",
-                    ips.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    found.0.name
-                );
-                found
-            }
+        let (link, ips, held) = match self.find_nic(&iface.ips) {
+            Ok((link, ips)) => (link, ips, false),
+            // A host port the kernel re-created is empty until its configuration is put
+            // back: it is still the NIC (`held`).
+            Err(EnError::NicNotFound { ips }) => match self.held_host_for(attached, &ips) {
+                Some((link, ips)) => (link, ips, true),
+                None => return Err(EnError::NicNotFound { ips }),
+            },
             Err(e) => return Err(e),
         };
-        let entity = external_entity_name(&en.metadata.name, &iface.name);
-        let namespace = en.metadata.namespace.clone();
-        let exists = |name: &str| self.links.link_by_name(name).is_ok();
-        let views = self.views(&attached);
         let uplink = uplink_name(&link.name);
-        let plan = plan_sync(&link.name, &uplink, exists(&uplink), &views);
-        if plan.judge {
-            self.judge(&key, &link)?;
+        // Exactly that name: the kernel also finds a link by an altname.
+        let uplink_link = self
+            .links
+            .link_by_name(&uplink)
+            .is_ok_and(|l| l.name == uplink);
+        let refusal = self.refusal(&link);
+        Ok(Wanted::Present {
+            nic: Nic {
+                link,
+                ips,
+                held,
+                uplink,
+                uplink_link,
+                refusal,
+            },
+            wanted: iface.ips.clone(),
+            entity: external_entity_name(&en.metadata.name, &iface.name),
+            namespace: en.metadata.namespace.clone(),
+        })
+    }
+
+    /// Carry out `plan`, decided from `snap`.
+    fn carry_out(&self, snap: &Snapshot, plan: EnPlan) -> Result<(), EnError> {
+        if let Some(e) = plan.refused {
+            return Err(e);
         }
-        let mine = attached.iter().find(|a| a.nic == link.name);
-        let target = Target {
-            link: &link,
-            ips: &ips,
-            wanted: &iface.ips,
-            entity: &entity,
-            namespace: &namespace,
-        };
-        self.attach(plan.attach, mine, &target)?;
         let mut errors = Vec::new();
-        for a in attached.iter().filter(|a| plan.release.contains(&a.nic)) {
-            log::info!("externalnode releasing old nic={} new={}", a.nic, link.name);
+        if let (Some(p), Wanted::Present { nic, wanted, .. }) = (plan.nic, &snap.wanted) {
+            if nic.held {
+                log::info!(
+                    "externalnode no link holds {}; host port {} held them",
+                    join(&nic.ips),
+                    nic.link.name
+                );
+            }
+            let mine = snap.attached.iter().find(|a| a.nic == p.nic);
+            self.attach(p, mine, snap, nic, wanted)?;
+        }
+        let keeping = matches!(snap.wanted, Wanted::Present { .. });
+        for a in snap
+            .attached
+            .iter()
+            .filter(|a| plan.release.contains(&a.nic))
+        {
+            if keeping {
+                log::info!("externalnode releasing old nic={}", a.nic);
+            } else {
+                log::info!(
+                    "externalnode absent en={} restoring nic={}",
+                    snap.key,
+                    a.nic
+                );
+            }
             if let Err(e) = self.restore(a) {
                 errors.push(e);
             }
@@ -415,19 +433,27 @@ impl EnController {
     /// Carry out the plan for the NIC holding the IPs.
     fn attach(
         &self,
-        attach: Attach,
+        p: NicPlan,
         mine: Option<&Attached>,
-        t: &Target<'_>,
+        snap: &Snapshot,
+        nic: &Nic,
+        wanted: &[IpAddr],
     ) -> Result<(), EnError> {
-        match (attach, mine) {
-            (Attach::Keep, Some(a)) => self.ensure_attached(a, t.entity, t.namespace, t.ips)?,
+        let Wanted::Present {
+            entity, namespace, ..
+        } = &snap.wanted
+        else {
+            return Ok(());
+        };
+        match (p.attach, mine) {
+            (Attach::Keep, Some(a)) => self.ensure_attached(a, p.relabel.as_ref())?,
             (Attach::Reattach, Some(a)) => {
                 log::warn!(
                     "externalnode ports of {} outlived their links (reboot?); re-attaching",
                     a.nic
                 );
                 self.drop_ports_and_flows(a)?;
-                self.takeover(t.link, t.entity, t.namespace, t.ips)?;
+                self.takeover(&nic.link, entity, namespace, &nic.ips)?;
             }
             (Attach::Rebuild, Some(a)) => {
                 log::warn!(
@@ -436,24 +462,15 @@ impl EnController {
                     a.uplink
                 );
                 self.restore(a)?;
-                let (link, ips) = self.find_nic(t.wanted)?;
-                self.takeover(&link, t.entity, t.namespace, &ips)?;
+                let (link, ips) = self.find_nic(wanted)?;
+                self.takeover(&link, entity, namespace, &ips)?;
                 self.repaired(format!(
                     "uplink port {} was missing: {} given back and taken over again",
                     a.uplink, a.nic
                 ));
             }
-            (Attach::Refuse { uplink }, _) => {
-                return Err(EnError::Inconsistent {
-                    nic: t.link.name.clone(),
-                    detail: format!(
-                        "link {uplink} exists but OVSDB has no host port {}",
-                        t.link.name
-                    ),
-                });
-            }
             (Attach::Takeover, _) | (_, None) => {
-                self.takeover(t.link, t.entity, t.namespace, t.ips)?
+                self.takeover(&nic.link, entity, namespace, &nic.ips)?
             }
         }
         Ok(())
@@ -463,9 +480,8 @@ impl EnController {
         verdict::find_nic(self.links.as_ref(), ips)
     }
 
-    /// Refuse (permanently, until the object changes) a link that must not be taken over;
-    /// see `verdict`. Reads only.
-    fn judge(&self, en: &str, link: &Link) -> Result<(), EnError> {
+    /// Why `link` must not be taken over, if it must not (`verdict`). Reads only.
+    fn refusal(&self, link: &Link) -> Option<String> {
         let ifs = self.bridge.interfaces();
         let ovs = match ifs.get(&link.name) {
             // Our own host port (one that outlived its links after a reboot is replaced).
@@ -476,33 +492,12 @@ impl EnController {
             Some(i) => OvsPort::Other(i.role.describe()),
         };
         let master = verdict::master_name(self.links.as_ref(), link);
-        match verdict::refusal(link, master.as_deref(), &self.cfg.bridge, ovs) {
-            Some(detail) => Err(EnError::Refused {
-                en: en.to_string(),
-                detail,
-            }),
-            None => Ok(()),
-        }
+        verdict::refusal(link, master.as_deref(), &self.cfg.bridge, ovs)
     }
 
-    /// The attached NICs as `plan_sync` sees them.
-    fn views(&self, attached: &[Attached]) -> Vec<AttachedView> {
-        attached
-            .iter()
-            .map(|a| AttachedView {
-                nic: a.nic.clone(),
-                uplink_port: a.uplink_port.is_some(),
-                // Only "not found" means gone: another error is no evidence of a reboot.
-                uplink_link: !self
-                    .links
-                    .link_by_name(&a.uplink)
-                    .is_err_and(|e| e.is_not_found()),
-            })
-            .collect()
-    }
-
-    /// Every NIC OVSDB says is attached: host ports, with their uplink port.
-    fn attached(&self) -> Vec<Attached> {
+    /// Every NIC OVSDB says is attached: host ports, with their uplink port, and whether
+    /// the kernel still has their uplink link.
+    pub(super) fn attached(&self) -> Vec<Attached> {
         let ifs = self.bridge.interfaces();
         let mut v: Vec<Attached> = ifs
             .with_role(&Role::Host)
@@ -518,11 +513,17 @@ impl EnController {
                     .get(&uplink)
                     .filter(|u| u.role == Role::Uplink)
                     .map(|u| u.uuid().clone());
+                // Only "not found" means gone: another error is no evidence of a reboot.
+                let uplink_link = !self
+                    .links
+                    .link_by_name(&uplink)
+                    .is_err_and(|e| e.is_not_found());
                 Attached {
                     nic,
                     uplink,
                     host: h.uuid().clone(),
                     uplink_port,
+                    uplink_link,
                     ids: h.port.external_ids.clone(),
                 }
             })
@@ -531,23 +532,22 @@ impl EnController {
         v
     }
 
+    /// A NIC that stays attached: its new labels (if any), the network manager told, its
+    /// held configuration kept, IPv6 off on the uplink, its flows.
     fn ensure_attached(
         &self,
         a: &Attached,
-        entity: &str,
-        namespace: &str,
-        ips: &[IpAddr],
+        relabel: Option<&BTreeMap<String, String>>,
     ) -> Result<(), EnError> {
-        let uplink_port = a.uplink_port.clone().unwrap_or_else(|| Uuid(String::new()));
-        let ids = host_external_ids(&a.uplink, &uplink_port, entity, namespace, ips);
-        if ids != a.ids {
+        if let Some(ids) = relabel {
             log::info!(
-                "externalnode updating host port nic={} entity={entity} ips={}",
+                "externalnode updating host port nic={} entity={} ips={}",
                 a.nic,
+                ids.get("entity-name").map(String::as_str).unwrap_or(""),
                 ids.get("ip-address").map(String::as_str).unwrap_or("")
             );
             self.bridge
-                .set_port_external_ids(&a.nic, &ids)
+                .set_port_external_ids(&a.nic, ids)
                 .map_err(ovs_err(format!("set external_ids of host port {}", a.nic)))?;
         }
         if let Err(e) = self.hostnet.attached(&a.nic, &a.uplink) {

@@ -22,12 +22,16 @@
 //!
 //!
 //! Driving it (the daemon): build an [`EnConfig`] (`node_name`, `namespace`, the rules from
-//! [`parse_bypass_rules`], `ovs_rundir`, `datapath_type`); call `recover()` once before the
-//! first sync; run `sync()` on one work-queue key whenever the ExternalNode store changes
-//! (failures back off and retry like any key: a recorded step left by a failure is finished
-//! or rolled back first thing in the next sync); call `replay()` after every OpenFlow
-//! reconnect. The pipeline's base flows must be installed: the uplink pair continues to
-//! `TrafficControl` and leaves through `Output`.
+//! [`parse_bypass_rules`], `ovs_rundir`, `datapath_type`, `state_dir`) and the backends
+//! (the [`Datapath`] among them: `tether plan` passes a dry one); run `sync()` on one
+//! work-queue key whenever the ExternalNode store, a host or uplink port, or the bridge
+//! changes, and after every OpenFlow reconnect (queued at start too). Each sync first
+//! finishes or rolls back a step a crash or failure left recorded and gives back NICs
+//! whose host port OVS lost, then decides from one snapshot (`plan`) and carries that
+//! out; before the store's first list it only re-installs what OVSDB says is attached.
+//! Failures back off and retry like any key. `tether reset` calls `restore_all()`;
+//! `tether plan` and `tether check` render `preview()`. The pipeline's base flows must be
+//! installed: the uplink pair continues to `TrafficControl` and leaves through `Output`.
 //!
 //! [`Bridge`]: crate::controller::Bridge
 //! [`Flows`]: crate::controller::Flows

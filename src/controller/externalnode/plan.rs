@@ -1,15 +1,75 @@
-//! What an ExternalNode sync must do, decided from a snapshot as data: which NIC to
-//! attach and how, whether the verdict must be asked first, and which other attached
-//! NICs to give back. Pure; `reconcile` gathers the snapshot and carries the plan out.
+//! What an ExternalNode sync does, decided in one place: [`EnController`]'s `snapshot`
+//! gathers what the store, OVSDB and the kernel say (reads only) into a [`Snapshot`], and
+//! [`decide`] (pure) turns it into an [`EnPlan`] whose effects are data: the NIC to keep,
+//! take over, re-attach or rebuild, the host port's new labels, the NICs to give back, or
+//! why nothing may be done. `sync` carries the plan out; `tether plan`, `tether check` and
+//! `preview` render the same plan, so none of them can disagree with `run`.
+//!
+//! [`EnController`]: super::EnController
 
-/// One NIC OVSDB says is attached, as the plan needs it.
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use super::types::{EnError, host_external_ids};
+use crate::netlink::Link;
+use crate::ovsdb::Uuid;
+
+/// One NIC OVSDB says is attached: a host port (`antrea-type=host`) and what it records.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttachedView {
+pub struct Attached {
     pub nic: String,
-    /// OVSDB still has its uplink port.
-    pub uplink_port: bool,
-    /// The kernel still has a link called like its uplink.
+    pub uplink: String,
+    pub host: Uuid,
+    /// The uplink port, when the bridge still has a port of that name with the uplink role.
+    pub uplink_port: Option<Uuid>,
+    /// The kernel still has a link called like its uplink (only "not found" counts as gone:
+    /// another error is no evidence of a reboot).
     pub uplink_link: bool,
+    pub ids: BTreeMap<String, String>,
+}
+
+/// The link holding the ExternalNode's IPs, as the snapshot found it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nic {
+    pub link: Link,
+    /// The ExternalNode's IPs found on it, sorted.
+    pub ips: Vec<IpAddr>,
+    /// No link held the IPs: this is an attached NIC's host port, re-created empty, whose
+    /// held configuration has them.
+    pub held: bool,
+    /// `uplink_name(link.name)`.
+    pub uplink: String,
+    /// A link of exactly that name exists.
+    pub uplink_link: bool,
+    /// Why the link must not be taken over (`verdict`), if it must not.
+    pub refusal: Option<String>,
+}
+
+/// What the store says this node wants.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Wanted {
+    /// No ExternalNode for this node: every attached NIC goes back.
+    Absent,
+    /// An ExternalNode nothing can be done for yet (invalid, its NIC not found or
+    /// ambiguous): nothing is changed.
+    Unusable(EnError),
+    Present {
+        nic: Nic,
+        /// All of `spec.interfaces[0].ips` (to find the NIC again after a rebuild).
+        wanted: Vec<IpAddr>,
+        entity: String,
+        namespace: String,
+    },
+}
+
+/// What a sync sees.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// The ExternalNode's store key (`namespace/name`).
+    pub key: String,
+    pub wanted: Wanted,
+    /// Sorted by NIC name.
+    pub attached: Vec<Attached>,
 }
 
 /// What to do about the NIC holding the ExternalNode's IPs.
@@ -24,120 +84,101 @@ pub enum Attach {
     Rebuild,
     /// Not attached: take it over.
     Takeover,
-    /// A link called like the NIC's uplink exists, with no step in flight and no host
-    /// port in OVSDB: someone else's half-done takeover (or a replica behind our own
-    /// writes). Never stack a second one.
-    Refuse { uplink: String },
 }
 
+/// The decision about the NIC holding the IPs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EnPlan {
-    /// Ask the verdict (may this link be taken over at all?) before any link is touched:
-    /// the link is not (still) our host port.
-    pub judge: bool,
+pub struct NicPlan {
+    pub nic: String,
+    pub uplink: String,
     pub attach: Attach,
-    /// Other attached NICs, given back after the new one is in (a different NIC holds the
-    /// IPs now).
+    /// `Keep` only: the host port's external_ids, when they differ from what it has (the
+    /// ExternalNode's name or IPs changed).
+    pub relabel: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnPlan {
+    /// Why nothing may be done (then nothing is, not even a release): invalid, no NIC,
+    /// a refused link, someone else's half-done takeover.
+    pub refused: Option<EnError>,
+    pub nic: Option<NicPlan>,
+    /// Attached NICs given back after `nic` is in (a different NIC holds the IPs now), or
+    /// all of them (no ExternalNode).
     pub release: Vec<String>,
 }
 
-/// The plan for `nic` (the link holding the ExternalNode's IPs, whose uplink name is
-/// `uplink`; `uplink_link`: a link of that name exists).
-pub fn plan_sync(nic: &str, uplink: &str, uplink_link: bool, attached: &[AttachedView]) -> EnPlan {
-    let mine = attached.iter().find(|a| a.nic == nic);
+/// The plan for a snapshot. Pure.
+pub fn decide(s: &Snapshot) -> EnPlan {
+    let refused = |e: EnError| EnPlan {
+        refused: Some(e),
+        nic: None,
+        release: Vec::new(),
+    };
+    let (nic, entity, namespace) = match &s.wanted {
+        Wanted::Absent => {
+            return EnPlan {
+                refused: None,
+                nic: None,
+                release: s.attached.iter().map(|a| a.nic.clone()).collect(),
+            };
+        }
+        Wanted::Unusable(e) => return refused(e.clone()),
+        Wanted::Present {
+            nic,
+            entity,
+            namespace,
+            ..
+        } => (nic, entity, namespace),
+    };
+    let name = &nic.link.name;
+    let mine = s.attached.iter().find(|a| &a.nic == name);
+    // The verdict is asked of any link that is not (still) our host port with its uplink.
+    let judged = !mine.is_some_and(|a| a.uplink_link);
+    if let Some(detail) = nic.refusal.clone().filter(|_| judged) {
+        return refused(EnError::Refused {
+            en: s.key.clone(),
+            detail,
+        });
+    }
     let attach = match mine {
         Some(a) if !a.uplink_link => Attach::Reattach,
-        Some(a) if a.uplink_port => Attach::Keep,
+        Some(a) if a.uplink_port.is_some() => Attach::Keep,
         Some(_) => Attach::Rebuild,
-        None if uplink_link => Attach::Refuse {
-            uplink: uplink.to_string(),
-        },
+        None if nic.uplink_link => {
+            // Someone else's half-done takeover (or a replica behind our own writes):
+            // never stack a second one.
+            return refused(EnError::Inconsistent {
+                nic: name.clone(),
+                detail: format!(
+                    "link {} exists but OVSDB has no host port {name}",
+                    nic.uplink
+                ),
+            });
+        }
         None => Attach::Takeover,
     };
+    let relabel = mine.filter(|_| attach == Attach::Keep).and_then(|a| {
+        let uplink_port = a.uplink_port.clone().unwrap_or_else(|| Uuid(String::new()));
+        let ids = host_external_ids(&a.uplink, &uplink_port, entity, namespace, &nic.ips);
+        (ids != a.ids).then_some(ids)
+    });
     EnPlan {
-        judge: !mine.is_some_and(|a| a.uplink_link),
-        attach,
-        release: attached
+        refused: None,
+        nic: Some(NicPlan {
+            nic: name.clone(),
+            uplink: mine.map_or_else(|| nic.uplink.clone(), |a| a.uplink.clone()),
+            attach,
+            relabel,
+        }),
+        release: s
+            .attached
             .iter()
-            .filter(|a| a.nic != nic)
+            .filter(|a| &a.nic != name)
             .map(|a| a.nic.clone())
             .collect(),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn att(nic: &str, uplink_port: bool, uplink_link: bool) -> AttachedView {
-        AttachedView {
-            nic: nic.into(),
-            uplink_port,
-            uplink_link,
-        }
-    }
-
-    #[test]
-    fn plans() {
-        type Row = (&'static str, Vec<AttachedView>, bool, EnPlan);
-        let plan = |judge, attach, release: &[&str]| EnPlan {
-            judge,
-            attach,
-            release: release.iter().map(|s| s.to_string()).collect(),
-        };
-        let refuse = Attach::Refuse {
-            uplink: "eth1~".into(),
-        };
-        let rows: Vec<Row> = vec![
-            (
-                "nothing attached: judge, then take over",
-                vec![],
-                false,
-                plan(true, Attach::Takeover, &[]),
-            ),
-            (
-                "attached and whole: keep, no verdict",
-                vec![att("eth1", true, true)],
-                true,
-                plan(false, Attach::Keep, &[]),
-            ),
-            (
-                "the uplink link is gone (reboot): judge, re-attach",
-                vec![att("eth1", true, false)],
-                false,
-                plan(true, Attach::Reattach, &[]),
-            ),
-            (
-                "the uplink port is gone: rebuild, no verdict",
-                vec![att("eth1", false, true)],
-                true,
-                plan(false, Attach::Rebuild, &[]),
-            ),
-            (
-                "someone else's half takeover: refuse",
-                vec![],
-                true,
-                plan(true, refuse, &[]),
-            ),
-            (
-                "another NIC holds the IPs now: take it, give the old one back",
-                vec![att("eth2", true, true)],
-                false,
-                plan(true, Attach::Takeover, &["eth2"]),
-            ),
-            (
-                "both attached: keep this one, give the other back",
-                vec![att("eth1", true, true), att("eth2", true, true)],
-                true,
-                plan(false, Attach::Keep, &["eth2"]),
-            ),
-        ];
-        for (what, attached, uplink_link, want) in rows {
-            assert_eq!(
-                plan_sync("eth1", "eth1~", uplink_link, &attached),
-                want,
-                "{what}"
-            );
-        }
-    }
-}
+mod tests;

@@ -299,8 +299,8 @@ fn new_controller_in(
         sim.clone(),
         flows.clone(),
         links.clone(),
+        dp.clone(),
     )
-    .with_datapath(dp.clone())
 }
 
 fn add_addr(links: &FakeLinks, idx: u32, s: &str, len: u8, label: Option<&str>) {

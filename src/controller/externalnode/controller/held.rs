@@ -249,8 +249,12 @@ impl EnController {
 
     /// When no link holds the ExternalNode's IPs: the host port of an attached NIC whose
     /// held configuration has them (a re-created host port, still empty), and those IPs.
-    pub(super) fn held_host_for(&self, wanted: &[IpAddr]) -> Option<(Link, Vec<IpAddr>)> {
-        self.attached().into_iter().find_map(|a| {
+    pub(super) fn held_host_for(
+        &self,
+        attached: &[Attached],
+        wanted: &[IpAddr],
+    ) -> Option<(Link, Vec<IpAddr>)> {
+        attached.iter().find_map(|a| {
             let held = self.read_held(&a.nic)?;
             let ips: Vec<IpAddr> = wanted
                 .iter()

@@ -22,24 +22,30 @@ impl EnController {
     /// Give back every NIC the state directory holds a configuration for whose host port
     /// OVSDB no longer has; the NICs given back.
     pub(super) fn give_back_orphans(&self) -> Result<Vec<String>, EnError> {
-        let Some(files) = &self.held_files else {
-            return Ok(Vec::new());
-        };
-        let held = files.nics();
-        if held.is_empty() {
-            return Ok(Vec::new());
-        }
-        let attached: BTreeSet<String> = self.attached().into_iter().map(|a| a.nic).collect();
         let mut given = Vec::new();
         let mut errors = Vec::new();
-        for nic in held.iter().filter(|n| !attached.contains(*n)) {
-            match self.give_back(nic) {
-                Ok(true) => given.push(nic.clone()),
+        for nic in self.orphans(&self.attached()) {
+            match self.give_back(&nic) {
+                Ok(true) => given.push(nic),
                 Ok(false) => {}
                 Err(e) => errors.push(e),
             }
         }
         many(errors).map(|()| given)
+    }
+
+    /// The NICs the state directory holds a configuration for that are not attached (no
+    /// host port in OVSDB): each is given back before anything else. Reads only.
+    pub(super) fn orphans(&self, attached: &[Attached]) -> Vec<String> {
+        let Some(files) = &self.held_files else {
+            return Vec::new();
+        };
+        let attached: BTreeSet<&str> = attached.iter().map(|a| a.nic.as_str()).collect();
+        files
+            .nics()
+            .into_iter()
+            .filter(|n| !attached.contains(n.as_str()))
+            .collect()
     }
 
     /// Give `nic` back from its held configuration, if `<nic>~` (or a half-given-back
