@@ -1,6 +1,7 @@
 //! `tether reset`: give the VM back as it was before tether, with the daemon stopped and no
 //! API server (an operator uninstalling tether, or rescuing a VM):
-//! 1. refuse while a daemon answers on the state socket;
+//! 1. refuse while a daemon runs: systemd's unit not stopped (a crash-restart gap
+//!    included: `unit`), the daemon's OVSDB lock held, or its state socket answering;
 //! 2. give every NIC back from what OVSDB records (the ExternalNode controller's own
 //!    restore, after finishing or rolling back a step a crash left recorded): name, MAC,
 //!    MTU, addresses with their lifetimes, routes, sysctls; a `<nic>~` whose host port or
@@ -38,8 +39,9 @@ pub const USAGE: &str = "tether reset [--delete-bridge] [run's --config/--bridge
   give the VM back as before tether: the ExternalNode NIC restored from what OVSDB records
   (a <nic>~ whose host port or bridge OVS lost: from the state directory's copy), tether's
   ports, flows and Bridge external_ids removed; --delete-bridge also removes the bridge if
-  tether created it and nothing else uses it. Refuses while a tether daemon answers on the
-  state socket. Exit: 0 done or nothing to do, 1 failed or a <nic>~ left (run it again once
+  tether created it and nothing else uses it. Refuses while a tether daemon runs or is about
+  to (systemd's tether.service not stopped, a restart pending included; the daemon's OVSDB
+  lock held; its state socket answering). Exit: 0 done or nothing to do, 1 failed or a <nic>~ left (run it again once
   the cause is fixed), 2 bad usage.
 ";
 
@@ -164,6 +166,10 @@ pub fn run(cfg: &Config, o: &Options) -> (Vec<String>, Result<(), String>) {
 }
 
 fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String> {
+    // systemd restarting a crashed daemon (or one waiting for OVS) holds no lock yet.
+    if let Some(refused) = unit::check() {
+        return Err(refused);
+    }
     // The daemon owns the state socket while it runs; a stale file refuses connections.
     if crate::status::fetch(&cfg.state_socket).is_ok() {
         return Err(format!(
@@ -364,3 +370,4 @@ fn carry_out(
 
 #[cfg(test)]
 mod tests;
+pub mod unit;

@@ -467,6 +467,15 @@ fn unit_lifecycle_under_a_real_systemd() {
     vm.sh("systemctl start tether");
     let (_, _, pid1) = active_pid(&vm);
     vm.sh(&format!("kill -9 {pid1}"));
+    // In the gap before the restart no daemon holds the lock or the socket: reset still
+    // refuses, on systemd's word.
+    let (code, out) = vm.status("tether reset --config /etc/tether/tether.yaml");
+    c.check(
+        "tether reset in the crash-restart gap",
+        "exit 1, activating (auto-restart)",
+        format!("exit {code}: {out}"),
+        code == 1 && out.contains("tether.service is activating (auto-restart)"),
+    );
     let restarted = poll(Duration::from_secs(40), || {
         let (a, _, p) = active_pid(&vm);
         (a == "active" && p != pid1 && p != 0).then_some(p)
