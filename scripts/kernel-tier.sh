@@ -43,6 +43,7 @@ ALL=(
   "netlink_kernel 2 TIER_NO_TETHER=1" "datapath 2"
   "externalnode 2" "externalnode_daemon 2" "trafficcontrol_e2e 3" "trafficcontrol_target 1"
   "plan_cmd 1" "flows_cmd 1" "product 1" "kernel_datapath 1 TIER_NOCAPTURE=1"
+  "outside_changes 3"
   "faults 1 TETHER_FAULTS=ci FAULTS_VSWITCHD_KILLS=1 FAULTS_OVSDB_RESTARTS=1 FAULTS_TETHER_KILLS=2 TIER_NOCAPTURE=1 TIER_SKIP=api_fault_campaign"
 )
 # The other privileged binaries run on the host's userspace datapath only, each because no
@@ -55,9 +56,6 @@ ALL=(
 #   openflow_live, trafficcontrol_live: OpenFlow and OVSDB conversations with ovs-vswitchd
 #     through the library, no packet (the same code's packets are in the binaries above);
 #   harness: the test harness's own checks (namespaces, daemons, dummy ports);
-#   outside_changes: in the tier on request (`sudo ./scripts/kernel-tier.sh
-#     outside_changes`: 12/12, 86–115 s), not in CI's: with it the CI run went past
-#     25 minutes on these two-core machines (the VM is the longest stage);
 #   ovsdb: the OVSDB client against ovsdb-server (transactions, monitors, the replica);
 #     ovs-vswitchd's only part is a port-add error, and the ExternalNode binaries here
 #     add and delete every kind of port tether makes on the kernel datapath;
@@ -66,8 +64,8 @@ ALL=(
 # The tests run a tether built with the `tier` profile (optimised, test hooks in:
 # TETHER_TEST_BIN): under software emulation a debug tether's own CPU time was most of what
 # the daemon tests waited for (externalnode_daemon 188 s with it, 103 s without).
-# Run only when named (see above).
-ON_REQUEST=("outside_changes 3")
+# Run only when named (none now).
+ON_REQUEST=()
 reboot=${KERNEL_TIER_REBOOT:-1}
 wanted=()
 if (($#)); then

@@ -359,7 +359,15 @@ fn reset_is_refused_beside_a_daemon_whose_socket_is_busy() {
     let idle: Vec<std::os::unix::net::UnixStream> = (0..32)
         .map(|_| std::os::unix::net::UnixStream::connect(&bed.sock).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // Until the daemon has taken all 32 in (a moment under emulation), a 33rd is served.
+    wait_for(Duration::from_secs(10), "the state socket busy", || {
+        use std::io::Read;
+        let mut c = std::os::unix::net::UnixStream::connect(&bed.sock).ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        (answer == "error: busy\n").then_some(())
+    });
     let (code, out) = reset(&bed);
     assert_eq!(code, 1, "{out}");
     assert!(

@@ -98,6 +98,9 @@ pub(super) struct Shared {
     pub(super) replayed: AtomicU64,
     bundle_id: AtomicU32,
     pub(super) counts: Counts,
+    /// Why the flows on the switch may not be what tether installed right now, while
+    /// that is so (`drift`): no flow monitor, or a read-back that fails.
+    pub(super) drift_problem: Mutex<Option<String>>,
 }
 
 /// What this backend has asked of the switch, for metrics and for tests that count.
@@ -160,6 +163,7 @@ impl OfFlows {
             replayed: AtomicU64::new(0),
             bundle_id: AtomicU32::new(1),
             counts: Counts::default(),
+            drift_problem: Mutex::new(None),
         });
         let (stop_tx, stop_rx) = bounded::<()>(1);
         let drift = if cfg.watch_drift {
@@ -225,6 +229,16 @@ impl OfFlows {
             drift_checks: c.drift_checks.load(Ordering::Relaxed),
             drift_repairs: c.drift_repairs.load(Ordering::Relaxed),
         }
+    }
+
+    /// Why the switch's flows may differ from tether's right now, if they may: the flow
+    /// monitor not running (changes by others go unseen), or a read-back failing.
+    pub fn drift_problem(&self) -> Option<String> {
+        self.shared
+            .drift_problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Number of flows installed through this backend (all owners), for status output.

@@ -207,6 +207,12 @@ impl Shared {
     }
 }
 
+impl Shared {
+    fn set_drift_problem(&self, problem: Option<String>) {
+        *self.drift_problem.lock().unwrap_or_else(|e| e.into_inner()) = problem;
+    }
+}
+
 /// The watcher's loop (its own thread, `of-drift-<bridge>`), until `stop`.
 pub(super) fn drift_loop(sh: &Shared, stop: &Receiver<()>) {
     let mut suspects = Suspects::None;
@@ -276,8 +282,12 @@ pub(super) fn drift_loop(sh: &Shared, stop: &Receiver<()>) {
                 Ok(()) => {
                     monitoring = Some(generation);
                     monitor_failures = 0;
+                    sh.set_drift_problem(None);
                 }
                 Err(e) => {
+                    sh.set_drift_problem(Some(format!(
+                        "the flow monitor is not running ({e}): flows others change go unnoticed"
+                    )));
                     if monitor_failures == 0 {
                         log::warn!(
                             "openflow flow monitor not started ({e}); flows others change go unnoticed until it is"
@@ -318,9 +328,13 @@ pub(super) fn drift_loop(sh: &Shared, stop: &Receiver<()>) {
                     );
                 }
                 suspects = Suspects::None;
+                sh.set_drift_problem(None);
             }
             Err(e) => {
                 log::warn!("openflow reading flows back failed ({e}); trying again");
+                sh.set_drift_problem(Some(format!(
+                    "flows changed on the switch; reading them back failed ({e}): not repaired yet"
+                )));
                 last_update = Instant::now();
             }
         }

@@ -37,6 +37,10 @@ pub struct Snapshot {
     pub openflow: ConnStatus,
     /// Flows tether installed (all owners).
     pub flows: usize,
+    /// Why the switch's flows may differ from those right now, while that is so (the
+    /// flow monitor not running, a read-back of changed flows failing).
+    #[serde(default)]
+    pub flows_problem: Option<String>,
     /// Keys queued or waiting for a retry.
     pub queue_depth: usize,
     pub watches: Vec<WatchStatus>,

@@ -108,6 +108,7 @@ impl Probe {
                 reconnects: metrics.openflow_reconnects,
             },
             flows: self.openflow.flow_count(),
+            flows_problem: self.openflow.drift_problem(),
             queue_depth: self.queue.len(),
             watches,
             traffic_controls,

@@ -94,6 +94,9 @@ pub fn human(s: &Snapshot) -> String {
         s.flows,
         s.queue_depth
     );
+    if let Some(p) = &s.flows_problem {
+        let _ = writeln!(o, "FLOWS NOT VERIFIED: {}", printable(p));
+    }
     let m = &s.metrics;
     if m.flow_drift_repairs + m.bridge_recreations + s.external_node.repairs > 0 {
         let _ = writeln!(
@@ -381,10 +384,15 @@ pub fn summary(s: &Snapshot) -> String {
         }
     };
     format!(
-        "{}: {} TrafficControls, {} flows, ExternalNode {}; ovsdb {}, openflow {}",
+        "{}: {} TrafficControls, {} flows{}, ExternalNode {}; ovsdb {}, openflow {}",
         if s.ready { "ready" } else { "starting" },
         s.traffic_controls.len(),
         s.flows,
+        if s.flows_problem.is_some() {
+            " (NOT VERIFIED)"
+        } else {
+            ""
+        },
         match (&s.external_node.cut_off, s.external_node.step.as_str()) {
             (Some(why), _) => format!("CUT OFF ({why})"),
             (None, "") => "waiting".to_string(),

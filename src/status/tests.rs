@@ -36,6 +36,7 @@ fn sample() -> Snapshot {
             reconnects: 1,
         },
         flows: 12,
+        flows_problem: None,
         queue_depth: 0,
         watches: vec![WatchStatus {
             kind: "Pod".into(),
@@ -373,6 +374,27 @@ fn status_line_follows_the_snapshot() {
     assert!(
         line.ends_with("ovsdb DISCONNECTED, openflow DISCONNECTED"),
         "{line}"
+    );
+}
+
+/// Flows that may differ from the switch's (no flow monitor, a failing read-back) are
+/// said so in STATUS= and in `tether status`, with the reason.
+#[test]
+fn unverified_flows_are_said_so() {
+    let mut s = sample();
+    s.flows_problem = Some(
+        "the flow monitor is not running (timed out): flows others change go unnoticed".into(),
+    );
+    assert_eq!(
+        super::render::summary(&s),
+        "ready: 1 TrafficControls, 12 flows (NOT VERIFIED), ExternalNode attached; ovsdb connected, openflow DISCONNECTED"
+    );
+    assert!(
+        super::render::human(&s).contains(
+            "\nFLOWS NOT VERIFIED: the flow monitor is not running (timed out): flows others change go unnoticed\n"
+        ),
+        "{}",
+        super::render::human(&s)
     );
 }
 
