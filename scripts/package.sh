@@ -3,15 +3,21 @@
 # of the static binary (README "Install"):
 #   tether_<v>_amd64.deb        dpkg-deb; Depends: openvswitch-switch
 #   tether-<v>-1.x86_64.rpm     rpmbuild (package rpm); Requires: openvswitch
-#   tether-<v>-x86_64.tar.gz    the same files under one directory, for anything else
+#   tether-<v>-x86_64.tar.gz    the .rpm's tree under one directory, for anything else, with
+#                               install.sh (deploy/packaging/tar/) and an INSTALL note
 # Each holds /usr/bin/tether, the systemd unit, /etc/tether/tether.yaml (mode 0600, a
 # config file kept on upgrade), the RBAC, the example manifests and the README under
 # /usr/share/doc/tether, and the man page tether(8) made from `tether --help`.
+# Every mode is set here, none comes from the caller's umask: directories 0755 (/etc/tether
+# 0700), the binary and install.sh 0755, the config 0600, everything else 0644.
 # Maintainer scripts (deploy/packaging/): install does not start tether (it needs its config);
 # an upgrade restarts it only if it was running; remove stops it and leaves the network as
 # it is, saying how to get the NIC back (`tether reset`). None of them touches a link.
 # Defaults: the static build (./scripts/build-static.sh), Cargo.toml's version, dist/.
 set -euo pipefail
+# What is not given a mode below (a parent made by `install -d`, anything added later) is
+# made under this umask, not the caller's.
+umask 022
 cd "$(dirname "$0")/.."
 
 binary=target/x86_64-unknown-linux-musl/release/tether
@@ -39,22 +45,25 @@ trap 'rm -rf "$work"' EXIT
 # The tree every format installs. $1: root; $2: the unit directory.
 stage() {
   local root=$1 unitdir=$2
-  install -D -m 0755 "$binary" "$root/usr/bin/tether"
+  install -d -m 0755 "$root" "$root/usr/bin"
+  install -m 0755 "$binary" "$root/usr/bin/tether"
   # The unit as shipped points at /usr/local/bin (a hand install); a package owns /usr/bin.
-  install -d "$root$unitdir"
+  install -d -m 0755 "$root$unitdir"
   sed 's|^ExecStart=/usr/local/bin/tether |ExecStart=/usr/bin/tether |' systemd/tether.service \
     >"$root$unitdir/tether.service"
   chmod 0644 "$root$unitdir/tether.service"
   install -d -m 0700 "$root/etc/tether"
   install -m 0600 deploy/tether.yaml "$root/etc/tether/tether.yaml"
   local doc=$root/usr/share/doc/tether
-  install -d "$doc/examples"
+  install -d -m 0755 "$doc/examples"
   install -m 0644 README.md deploy/rbac.yaml "$doc/"
   install -m 0644 deploy/examples/*.yaml "$doc/examples/"
   printf 'tether %s\nLicense: Apache-2.0 (https://www.apache.org/licenses/LICENSE-2.0)\n' \
     "$version" >"$doc/copyright"
-  install -d "$root/usr/share/man/man8"
+  chmod 0644 "$doc/copyright"
+  install -d -m 0755 "$root/usr/share/man/man8"
   man_page | gzip -9n >"$root/usr/share/man/man8/tether.8.gz"
+  chmod 0644 "$root/usr/share/man/man8/tether.8.gz"
 }
 
 # tether(8): the --help text of every command, verbatim.
@@ -71,7 +80,7 @@ man_page() {
 build_deb() {
   local root=$work/deb
   stage "$root" /lib/systemd/system
-  install -d "$root/DEBIAN"
+  install -d -m 0755 "$root/DEBIAN"
   local size
   size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
   cat >"$root/DEBIAN/control" <<EOF
@@ -89,6 +98,7 @@ Description: Antrea's ExternalNode and TrafficControl controllers for a plain Li
  Open vSwitch and moves the VM's uplink into OVS. License: Apache-2.0.
 EOF
   echo /etc/tether/tether.yaml >"$root/DEBIAN/conffiles"
+  chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles"
   for s in postinst prerm postrm; do
     install -m 0755 "deploy/packaging/deb/$s" "$root/DEBIAN/$s"
   done
@@ -108,6 +118,7 @@ build_rpm() {
   sed -e "s/@VERSION@/$version/" \
     -e "/@PRE_UN@/{r deploy/packaging/rpm/preun" -e "d}" \
     -e "/@POST@/{r deploy/packaging/rpm/post" -e "d}" \
+    -e "/@POST_UN@/{r deploy/packaging/rpm/postun" -e "d}" \
     deploy/packaging/rpm/tether.spec >"$top/SPECS/tether.spec"
   rpmbuild --quiet -bb --define "_topdir $top" --define "_buildrootdir $work/rpm-buildroot" \
     --define "_tether_root $root" --define "_build_id_links none" \
@@ -120,15 +131,24 @@ build_rpm() {
 build_tar() {
   local name=tether-$version-x86_64
   local root=$work/tar/$name
-  stage "$root" /lib/systemd/system
+  # The .rpm's paths: /usr/lib/systemd/system is read on merged- and split-/usr systems, and
+  # the tree has no top-level lib/ to be copied over a /lib that is a symlink.
+  stage "$root" /usr/lib/systemd/system
+  install -m 0755 deploy/packaging/tar/install.sh "$root/install.sh"
   cat >"$root/INSTALL" <<'EOF'
-tether: copy this tree's files to the same paths under / (as root), then configure and start:
-  cp -a usr lib etc /             # /etc/tether/tether.yaml: keep yours when upgrading
+tether: install this tree's files at their paths under / (as root, from this directory):
+  ./install.sh
+(--root DIR: under DIR instead). It puts each file in place with `install`, so a /lib or
+/bin that is a symlink into /usr stays one, and never replaces an existing
+/etc/tether/tether.yaml: the new default goes beside it as /etc/tether/tether.yaml.new.
+Then configure and start (after an upgrade: systemctl daemon-reload && systemctl
+try-restart tether):
   $EDITOR /etc/tether/tether.yaml
   tether check --config /etc/tether/tether.yaml
   systemctl daemon-reload && systemctl enable --now tether
 To give the NIC back before removing: systemctl stop tether && tether reset
 EOF
+  chmod 0644 "$root/INSTALL"
   tar -C "$work/tar" --owner=0 --group=0 -czf "$out/$name.tar.gz" "$name"
   echo "$out/$name.tar.gz"
 }
