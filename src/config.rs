@@ -395,7 +395,9 @@ pub fn with_default_config(args: &[String], exists: bool) -> Vec<String> {
 }
 
 /// Parse `tether run` arguments (after `run`). `read_file` and `env` are injected so the
-/// parser stays pure and testable.
+/// parser stays pure and testable; the binary reads the file with
+/// `files::read_trusted_text`, which refuses one that someone other than root or tether
+/// could change (its error is this file's error: exit 2).
 pub fn parse_run(
     args: &[String],
     read_file: &dyn Fn(&str) -> Result<String, String>,

@@ -49,7 +49,7 @@ fn parse(args: &[String]) -> Result<Config, ExitCode> {
     let exists = std::path::Path::new(config::DEFAULT_CONFIG).exists();
     config::parse_run(
         &config::with_default_config(args, exists),
-        &|p| tether::files::read_text(std::path::Path::new(p), tether::files::CONFIG_MAX),
+        &|p| tether::files::read_trusted_text(std::path::Path::new(p), tether::files::CONFIG_MAX),
         &|k| std::env::var(k).ok(),
         &hostname,
     )
@@ -70,6 +70,14 @@ fn run(args: &[String]) -> ExitCode {
         Err(code) => return code,
     };
     tether::logging::init("info");
+    // The kubeconfig and its files are checked by `daemon::run` before it connects to
+    // anything; the manifests directory here (a directory others can change: exit 2).
+    if let config::Input::Manifests(dir) = &cfg.source {
+        if let Err(e) = tether::k8s::manifests::check_dir(dir) {
+            log::error!("config: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let stop = match tether::sys::termination_signals() {
         Ok(rx) => rx,
         Err(e) => {

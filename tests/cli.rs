@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
@@ -24,10 +25,22 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// A directory for one test, mode 0755 whatever the umask (it is also a manifests
+/// directory, which tether refuses when group or others may write it).
 fn tmp(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let d = std::env::temp_dir().join(format!("tether-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
     d
+}
+
+/// Writes a file tether reads as configuration (config file, kubeconfig, CA) with mode
+/// 0600 whatever the test's umask: tether refuses one that group or others may write.
+fn write_private(p: impl AsRef<Path>, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(&p, text)?;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
 }
 
 #[test]
@@ -85,7 +98,7 @@ fn bad_usage_exits_2_naming_what() {
 fn invalid_config_value_exits_2_naming_the_key() {
     let d = tmp("config");
     let f = d.join("tether.yaml");
-    std::fs::write(&f, "bridge: br-int\ndatapathType: [netdev]\n").unwrap();
+    write_private(&f, "bridge: br-int\ndatapathType: [netdev]\n").unwrap();
     let o = tether(&["run", "--config", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
@@ -95,7 +108,7 @@ fn invalid_config_value_exits_2_naming_the_key() {
     );
     // A bad bypass rule is refused by `run` and `check` alike before anything is connected
     // to (no OVS here: `run` used to retry forever, `check` to pass with rc 0).
-    std::fs::write(
+    write_private(
         &f,
         "externalNode:\n  policyBypassRules:\n  - {direction: sideways, protocol: tcp, cidr: 192.0.2.0/24, port: 22}\n",
     )
@@ -116,7 +129,7 @@ fn invalid_config_value_exits_2_naming_the_key() {
             text(&o)
         );
     }
-    std::fs::write(
+    write_private(
         &f,
         "externalNode:\n  policyBypassRules:\n  - {direction: ingress, protocol: sctpx, cidr: 192.0.2.0/24, port: 22}\n",
     )
@@ -134,7 +147,7 @@ fn invalid_config_value_exits_2_naming_the_key() {
         "{}",
         text(&o)
     );
-    std::fs::write(&f, "externalNode:\n  externalNodeNamespace: 7\n").unwrap();
+    write_private(&f, "externalNode:\n  externalNodeNamespace: 7\n").unwrap();
     let o = tether(&["check", "--config", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
@@ -149,7 +162,7 @@ fn invalid_config_value_exits_2_naming_the_key() {
 fn check_fails_with_fixes_and_unknown_keys_warn() {
     let d = tmp("check");
     let f = d.join("tether.yaml");
-    std::fs::write(&f, "bridge: br-int\nfrobnicate: 1\n").unwrap();
+    write_private(&f, "bridge: br-int\nfrobnicate: 1\n").unwrap();
     let o = tether(&[
         "check",
         "--config",
@@ -364,13 +377,13 @@ fn check_reads_antreas_agent_config_and_names_the_tls_fix() {
     let d = tmp("antrea");
     let kc = d.join("antrea-agent.kubeconfig");
     // As `kubectl config set-cluster --insecure-skip-tls-verify=true` writes it.
-    std::fs::write(
+    write_private(
         &kc,
         "apiVersion: v1\nclusters:\n- cluster:\n    insecure-skip-tls-verify: true\n    server: https://192.0.2.1:6443\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: antrea-agent\n  name: antrea-agent@kubernetes\ncurrent-context: antrea-agent@kubernetes\nkind: Config\npreferences: {}\nusers:\n- name: antrea-agent\n  user:\n    token: not-a-real-token\n",
     )
     .unwrap();
     let conf = d.join("antrea-agent.conf");
-    std::fs::write(
+    write_private(
         &conf,
         format!(
             "featureGates:\n  ExternalNode: true\n  AntreaPolicy: true\nauditLogging:\n  maxSize: 500\novsBridge: br-int\nnodeType: externalNode\nexternalNode:\n  externalNodeNamespace: vm-ns\nclientConnection:\n  kubeconfig: {}\nantreaClientConnection:\n  kubeconfig: /etc/antrea/antrea-agent.antrea.kubeconfig\n",

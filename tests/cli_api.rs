@@ -6,9 +6,19 @@
 
 mod apiserver;
 
+use std::path::Path;
+
 use apiserver::{ApiServer, Fault, FaultAction, On, Options};
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
+
+/// Writes a file tether reads as configuration (config file, kubeconfig, CA) with mode
+/// 0600 whatever the test's umask: tether refuses one that group or others may write.
+fn write_private(p: impl AsRef<Path>, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(&p, text)?;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+}
 
 fn check(srv: &ApiServer, name: &str) -> (i32, String) {
     check_with(srv, name, &["--allow-plain-http"])
@@ -18,7 +28,7 @@ fn check_with(srv: &ApiServer, name: &str, extra: &[&str]) -> (i32, String) {
     let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
-    std::fs::write(
+    write_private(
         &kc,
         format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {{server: '{}'}}\nusers:\n- name: vm\n  user: {{}}\ncontexts:\n- name: vm\n  context: {{cluster: c, user: vm}}\n",
@@ -176,9 +186,9 @@ fn trace_logging_never_shows_the_token() {
     let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-trace", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ca = dir.join("ca.crt");
-    std::fs::write(&ca, srv.shared_ca().unwrap()).unwrap();
+    write_private(&ca, srv.shared_ca().unwrap()).unwrap();
     let kc = dir.join("kubeconfig");
-    std::fs::write(
+    write_private(
         &kc,
         format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {{server: '{}', certificate-authority: {}}}\nusers:\n- name: vm\n  user: {{token: {TOKEN}}}\ncontexts:\n- name: vm\n  context: {{cluster: c, user: vm}}\n",
@@ -239,7 +249,7 @@ fn run_refuses_a_bad_source_before_touching_ovs() {
     let dir = std::env::temp_dir().join(format!("tether-cli-api-{}-run", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
-    std::fs::write(
+    write_private(
         &kc,
         "apiVersion: v1\nkind: Config\ncurrent-context: vm\nclusters:\n- name: c\n  cluster: {server: 'http://192.0.2.1:8080'}\nusers:\n- name: vm\n  user: {token: t}\ncontexts:\n- name: vm\n  context: {cluster: c, user: vm}\n",
     )

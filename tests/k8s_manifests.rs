@@ -15,13 +15,21 @@ fn dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tether-manifests-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");
+    // Whatever the umask: tether refuses a directory group or others may write.
+    chmod(&d, 0o755);
     d
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 fn write(d: &Path, name: &str, text: &str) {
     // Write then rename, as editors and config management do, so a poll never sees half.
     let tmp = d.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, text).expect("write");
+    chmod(&tmp, 0o644);
     std::fs::rename(&tmp, d.join(name)).expect("rename");
 }
 

@@ -7,7 +7,10 @@
 //! insecure-skip-tls-verify, tls-server-name}`, `users[].user.{client-certificate(-data),
 //! client-key(-data), token, tokenFile}`, `contexts[].context.{cluster, user, namespace}`,
 //! `current-context`. Not supported (refused with a message): `exec` and `auth-provider`
-//! plugins, `proxy-url`.
+//! plugins, `proxy-url`. Every file read or named (the kubeconfig, its CA, client
+//! certificate and key, a token file, the in-cluster token and CA) must be one that only
+//! root or tether can change (`crate::files::untrusted`); otherwise it is refused, naming
+//! the file and the `chmod`/`chown` that fixes it.
 
 use std::path::{Path, PathBuf};
 
@@ -136,14 +139,29 @@ fn config_err(what: impl Into<String>, detail: impl Into<String>) -> KubeError {
     }
 }
 
-/// A file a kubeconfig names (certificate, key, token): at most 1 MiB, regular files only.
+/// A file a kubeconfig names (certificate, key, CA): at most 1 MiB, regular files only,
+/// and only root or tether may be able to change it (`files::untrusted`).
 fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, KubeError> {
     read_capped(path, what, files::SECRET_MAX)
 }
 
 fn read_capped(path: &Path, what: &str, max: u64) -> Result<Vec<u8>, KubeError> {
-    files::read_regular(path, max)
+    files::read_trusted(path, max)
         .map_err(|e| config_err(format!("{what} {}", path.display()), e.to_string()))
+}
+
+/// A token file is read when a request needs one (`http.rs`, again every minute: bound
+/// tokens rotate); here it is only checked, so that one someone other than root or tether
+/// could change is refused at start. Anything else wrong with it (missing: a token written
+/// after start) is left to that read, as before.
+fn check_token_file(path: &Path, what: &str) -> Result<(), KubeError> {
+    match files::check_trusted_regular(path, files::SECRET_MAX) {
+        Err(e @ files::ReadError::Untrusted { .. }) => Err(config_err(
+            format!("{what} {}", path.display()),
+            e.to_string(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Read and resolve a kubeconfig file; `context` overrides `current-context`.
@@ -286,7 +304,11 @@ pub fn parse_kubeconfig(
     }
     let credentials = match (user.token, user.token_file) {
         (Some(t), _) if !t.is_empty() => Credentials::Token(t),
-        (_, Some(f)) => Credentials::TokenFile(resolve(&f)),
+        (_, Some(f)) => {
+            let path = resolve(&f);
+            check_token_file(&path, "token file")?;
+            Credentials::TokenFile(path)
+        }
         _ => Credentials::None,
     };
     Ok(ClusterConfig {
@@ -343,6 +365,7 @@ pub fn in_cluster_from(host: &str, port: &str, sa_dir: &Path) -> Result<ClusterC
             "missing",
         ));
     }
+    check_token_file(&token, "in-cluster token")?;
     let namespace = crate::files::read_text(&sa_dir.join("namespace"), files::SECRET_MAX)
         .ok()
         .map(|s| s.trim().to_string());

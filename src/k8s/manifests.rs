@@ -21,6 +21,18 @@
 //! directory that could be listed loses its objects. FIFOs, sockets and devices (also
 //! behind symlinks) are never opened, and a file whose stat key (device, inode, size,
 //! mtime, ctime) did not change is not read again.
+//!
+//! Who may change them: the directory and each file (a symlink's target) must be owned by
+//! root or tether's user and not writable by group or others (`crate::files::untrusted`).
+//! The directory is checked as well as the files because it says what exists: whoever can
+//! write it can delete a file, and so its objects, or add a symlink to any file root owns.
+//! A refused directory is one that cannot be listed (nothing changes; `tether run` refuses
+//! it at start, [`check_dir`]); a refused file is one that cannot be read (skipped, its
+//! last good objects kept, the error logged naming it). The directories above it are not
+//! checked (on an install they are root's: `/etc`, `/var/lib`). Whoever could write one
+//! could swap the directory for one of their own (refused: it is theirs) or for a symlink
+//! to another directory root owns (read as the manifests, the old files' objects deleted);
+//! walking every ancestor, and every symlink on the way, is left out for now.
 
 mod dirwatch;
 mod parse;
@@ -332,11 +344,25 @@ impl Scanner {
     }
 }
 
+/// The directory's own rule (see the module doc): an error when someone other than root or
+/// tether could change `dir` (its target, when it is a symlink). A directory that is
+/// missing or cannot be looked at passes: listing it says why, and a missing one is waited
+/// for.
+pub fn check_dir(dir: &Path) -> Result<(), DirError> {
+    match files::check_trusted(dir) {
+        Err(e @ files::ReadError::Untrusted { .. }) => {
+            Err(DirError(format!("{}: {e}", dir.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The names of the manifests files in `dir` (`*.yaml`, `*.yml`, `*.json`, not hidden:
 /// editors' and Kubernetes volumes' `..data` entries start with a dot). Any error listing
 /// it, including one on a single entry, is a [`DirError`]: a partial listing would read as
 /// deleted files.
 fn list_dir(dir: &Path) -> Result<BTreeSet<String>, DirError> {
+    check_dir(dir)?;
     let err =
         |e: std::io::Error| DirError(format!("{}: cannot list the directory: {e}", dir.display()));
     let mut names = BTreeSet::new();
@@ -355,7 +381,8 @@ fn list_dir(dir: &Path) -> Result<BTreeSet<String>, DirError> {
 
 /// Bring one file's state up to date; true when its objects changed. Reads the file only
 /// if its stat key changed (or is too recent to trust), parses it only if its content
-/// did, and never opens what is not a regular file (see `crate::files`).
+/// did, and never opens what is not a regular file or what others could change (see
+/// `crate::files`).
 fn refresh(dir: &Path, name: &str, state: &mut FileState, reads: &mut u64) -> bool {
     let path = dir.join(name);
     let kept = |state: &FileState| {
@@ -365,7 +392,7 @@ fn refresh(dir: &Path, name: &str, state: &mut FileState, reads: &mut u64) -> bo
             ""
         }
     };
-    let meta = match files::check_regular(&path, files::MANIFEST_MAX) {
+    let meta = match files::check_trusted_regular(&path, files::MANIFEST_MAX) {
         Ok(m) => m,
         Err(e) => {
             state.error = Some(format!("{name}: {e}{}", kept(state)));
@@ -379,7 +406,7 @@ fn refresh(dir: &Path, name: &str, state: &mut FileState, reads: &mut u64) -> bo
     }
     let read_at = SystemTime::now();
     *reads += 1;
-    let bytes = match files::read_regular(&path, files::MANIFEST_MAX) {
+    let bytes = match files::read_trusted(&path, files::MANIFEST_MAX) {
         Ok(b) => b,
         Err(e) => {
             state.seen = None;

@@ -46,6 +46,9 @@ impl Bed {
         sb.add_bridge("br-int");
         let manifests = sb.dir().join("manifests");
         std::fs::create_dir_all(&manifests).unwrap();
+        // Modes as an operator sets them, whatever the umask: tether refuses a manifests
+        // directory or file that group or others may write.
+        chmod(&manifests, 0o755);
         Bed {
             sb,
             pods: Vec::new(),
@@ -96,6 +99,7 @@ impl Bed {
     pub fn write(&self, file: &str, yaml: &str) {
         let tmp = self.manifests.join(format!(".{file}.tmp"));
         std::fs::write(&tmp, yaml).unwrap();
+        chmod(&tmp, 0o644);
         std::fs::rename(&tmp, self.manifests.join(file)).unwrap();
     }
 
@@ -290,4 +294,9 @@ impl Drop for Capture {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn chmod(p: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }

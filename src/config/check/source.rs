@@ -18,12 +18,12 @@ pub(super) fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
     let cc = match cc {
         Ok(c) => c,
         Err(e) => {
-            out.push(bad(
-                Level::Fail,
-                "api credentials",
-                e.to_string(),
+            // A file others could change carries its own "fix: chmod …".
+            let (detail, fix) = split_fix(
+                &e.to_string(),
                 "pass --kubeconfig FILE (or --manifests DIR to run without a cluster)",
-            ));
+            );
+            out.push(bad(Level::Fail, "api credentials", detail, fix));
             return Found::default();
         }
     };
@@ -36,14 +36,8 @@ pub(super) fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
         Ok(c) => c,
         Err(e) => {
             // Refusals carry their own "fix: …" (naming the config key and flag).
-            let text = e.to_string();
-            let (detail, fix) = match text.split_once(" fix: ") {
-                Some((d, f)) => (d.to_string(), f.to_string()),
-                None => (
-                    text,
-                    "fix the kubeconfig's certificates or token".to_string(),
-                ),
-            };
+            let (detail, fix) =
+                split_fix(&e.to_string(), "fix the kubeconfig's certificates or token");
             let detail = match &cfg.source {
                 Input::Kubeconfig(p) => format!("kubeconfig {}: {detail}", p.display()),
                 _ => detail,
@@ -92,6 +86,14 @@ pub(super) fn check_source(cfg: &Config, out: &mut Vec<Finding>) -> Found {
             .next(),
         list::<k8s::TrafficControl>(&client, &scope),
     )
+}
+
+/// An error's text split at its own " fix: …", or the whole text and `fix`.
+fn split_fix(text: &str, fix: &str) -> (String, String) {
+    match text.split_once(" fix: ") {
+        Some((d, f)) => (d.to_string(), f.to_string()),
+        None => (text.to_string(), fix.to_string()),
+    }
 }
 
 /// Every object of one kind in the daemon's scope (empty when the list fails: the RBAC
@@ -149,6 +151,11 @@ pub(super) fn check_rbac(client: &k8s::Client, scope: &k8s::SourceConfig, kind: 
 }
 
 pub(super) fn check_manifests(cfg: &Config, dir: &Path, out: &mut Vec<Finding>) -> Found {
+    if let Err(e) = k8s::manifests::check_dir(dir) {
+        let (detail, fix) = split_fix(&e.0, "chmod go-w the directory");
+        out.push(bad(Level::Fail, "manifests", detail, fix));
+        return Found::default();
+    }
     if let Err(e) = std::fs::read_dir(dir) {
         out.push(bad(
             Level::Fail,

@@ -96,6 +96,100 @@ fn in_cluster_reads_service_account_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The kubeconfig, a file it names and the token files are refused when someone other
+/// than root or tether could change them; the message names the file and the fix.
+#[test]
+fn files_others_can_change_are_refused() {
+    let dir = std::env::temp_dir().join(format!("tether-kc-modes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    let ca = dir.join("ca.pem");
+    let token = dir.join("token");
+    std::fs::write(&ca, "CAFILE").unwrap();
+    std::fs::write(&token, "t").unwrap();
+    let text = format!(
+        "current-context: x\nclusters: [{{name: c, cluster: {{server: 'https://192.0.2.1', certificate-authority: ca.pem}}}}]\nusers: [{{name: u, user: {{tokenFile: {}}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n",
+        token.display()
+    );
+    std::fs::write(&kc, text).unwrap();
+    for f in [&kc, &ca, &token] {
+        chmod(f, 0o600);
+    }
+    let c = load_kubeconfig(&kc, None).unwrap();
+    assert_eq!(c.credentials, Credentials::TokenFile(token.clone()));
+    let refused = |f: &Path, mode: u32| {
+        chmod(f, mode);
+        let e = load_kubeconfig(&kc, None).unwrap_err();
+        chmod(f, 0o600);
+        assert!(matches!(e, KubeError::Config { .. }), "{e:?}");
+        e.to_string()
+    };
+    let fix = |f: &Path| {
+        format!(
+            "writable by group or others (mode 666): refusing to read it. fix: chmod go-w {}",
+            f.display()
+        )
+    };
+    assert_eq!(
+        refused(&kc, 0o666),
+        format!("kubeconfig {}: {}", kc.display(), fix(&kc))
+    );
+    assert_eq!(
+        refused(&ca, 0o666),
+        format!(
+            "kubeconfig {}: certificate-authority {}: {}",
+            kc.display(),
+            ca.display(),
+            fix(&ca)
+        )
+    );
+    assert_eq!(
+        refused(&token, 0o666),
+        format!(
+            "kubeconfig {}: token file {}: {}",
+            kc.display(),
+            token.display(),
+            fix(&token)
+        )
+    );
+    // A token file that is missing at start is left to the read that needs it.
+    std::fs::remove_file(&token).unwrap();
+    assert!(load_kubeconfig(&kc, None).is_ok());
+    // In-cluster: the token and the CA.
+    std::fs::write(dir.join("ca.crt"), "CA").unwrap();
+    std::fs::write(&token, "t").unwrap();
+    chmod(&dir.join("ca.crt"), 0o644);
+    chmod(&token, 0o646);
+    assert_eq!(
+        in_cluster_from("192.0.2.1", "443", &dir)
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "in-cluster token {}: writable by group or others (mode 646): refusing to read it. fix: chmod go-w {}",
+            token.display(),
+            token.display()
+        )
+    );
+    chmod(&token, 0o644);
+    chmod(&dir.join("ca.crt"), 0o664);
+    assert!(
+        in_cluster_from("192.0.2.1", "443", &dir)
+            .unwrap_err()
+            .to_string()
+            .starts_with(&format!(
+                "in-cluster CA {}: writable",
+                dir.join("ca.crt").display()
+            ))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn base64() {
     assert_eq!(decode_base64("aGVsbG8=").unwrap(), b"hello");

@@ -242,6 +242,77 @@ fn an_unusable_file_keeps_its_last_good_objects() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+fn chmod(p: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A directory or a file someone other than root or tether could change is refused: the
+/// directory like one that cannot be listed (nothing changes), a file like one that cannot
+/// be read (its last good objects kept, never deleted), each error naming it and the fix.
+#[test]
+fn what_others_can_change_is_refused_and_deletes_nothing() {
+    let dir = tmpdir("modes");
+    chmod(&dir, 0o755);
+    let cfg = ManifestsConfig::new(dir.clone(), "vm1", "default");
+    let tc = dir.join("tc.yaml");
+    std::fs::write(dir.join("ns.yaml"), NS).unwrap();
+    std::fs::write(&tc, TC).unwrap();
+    chmod(&dir.join("ns.yaml"), 0o644);
+    chmod(&tc, 0o644);
+    let mut s = Scanner::default();
+    assert!(poll_keys(&mut s, &cfg).unwrap().is_some());
+    assert_eq!(check_dir(&dir), Ok(()));
+
+    chmod(&dir, 0o777);
+    let want = format!(
+        "{d}: writable by group or others (mode 777): refusing to read it. fix: chmod go-w {d}",
+        d = dir.display()
+    );
+    assert_eq!(check_dir(&dir), Err(DirError(want.clone())));
+    assert_eq!(poll_keys(&mut s, &cfg), Err(DirError(want)));
+    chmod(&dir, 0o755);
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+
+    chmod(&tc, 0o666);
+    let p = s.poll(&cfg, UNIX_EPOCH, |_, _| {}).unwrap();
+    assert!(!p.changed);
+    assert_eq!(
+        p.errors,
+        vec![format!(
+            "tc.yaml: writable by group or others (mode 666): refusing to read it. fix: chmod go-w {}; keeping its last good objects",
+            tc.display()
+        )]
+    );
+    // Its content changed while others could write it: not read.
+    std::fs::write(&tc, TC.replace("tc1", "tc2")).unwrap();
+    assert_eq!(poll_keys(&mut s, &cfg).unwrap(), None);
+    if crate::sys::euid() == 0 {
+        chmod(&tc, 0o644);
+        std::os::unix::fs::chown(&tc, Some(4242), None).unwrap();
+        let p = s.poll(&cfg, UNIX_EPOCH, |_, _| {}).unwrap();
+        assert!(!p.changed);
+        assert_eq!(
+            p.errors,
+            vec![format!(
+                "tc.yaml: owned by uid 4242, not by root: refusing to read it. fix: chown root {}; keeping its last good objects",
+                tc.display()
+            )]
+        );
+        std::os::unix::fs::chown(&tc, Some(0), None).unwrap();
+    }
+    // Fixed: read again.
+    chmod(&tc, 0o644);
+    assert_eq!(
+        poll_keys(&mut s, &cfg).unwrap(),
+        Some(vec![
+            "Namespace n1".to_string(),
+            "TrafficControl tc2".to_string()
+        ])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// FIFOs, sockets and devices are never opened (a FIFO would block the poller, /dev/zero
 /// would never end); a symlink to a regular file anywhere is read.
 #[test]
