@@ -431,8 +431,10 @@ fn check_reads_antreas_agent_config_and_names_the_tls_fix() {
 }
 
 /// The shipped RBAC grants only what tether uses (list and watch: it never gets one
-/// object) and carries what a VM needs to keep working: a long-lived service-account
-/// token Secret for its account (as Antrea's VM RBAC has), not an hour-long token.
+/// object) and carries what a VM needs to keep working: short-lived tokens for its
+/// account minted with `--duration` into a token file (which tether re-reads: k8s_tls's
+/// `expired_token_then_rotated_token_file_recovers`), or the long-lived service-account
+/// token Secret (as Antrea's VM RBAC has).
 #[test]
 fn shipped_rbac_is_list_watch_with_a_long_lived_token() {
     let text =
@@ -460,6 +462,14 @@ fn shipped_rbac_is_list_watch_with_a_long_lived_token() {
         sa["metadata"]["name"]
     );
     assert_eq!(secret["metadata"]["namespace"], sa["metadata"]["namespace"]);
+    // The short-lived way names the same account and ends in the token file tether reads.
+    let mint = format!(
+        "kubectl -n {} create token {} --duration=24h",
+        sa["metadata"]["namespace"].as_str().unwrap(),
+        sa["metadata"]["name"].as_str().unwrap()
+    );
+    assert!(text.contains(&mint), "{mint}");
+    assert!(text.contains("`users[].user.tokenFile: /etc/tether/token`"));
 }
 
 /// Under systemd a fatal configuration error goes to the journal at priority 3, so
