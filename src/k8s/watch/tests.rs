@@ -463,3 +463,62 @@ fn request_queries() {
         vec![("limit", "500".to_string()), ("continue", "x".to_string())]
     );
 }
+
+/// A page is decoded straight into the wire type; the item-by-item `Value` read, kept for
+/// pages with a bad item, must give the same answer whenever both can be used.
+#[test]
+fn list_fast_path_agrees_with_the_item_by_item_read() {
+    // A Pod as the API server writes it: mostly fields tether never reads.
+    let item = |name: &str, rv: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv, "uid": "u",
+                "labels": {"app": "web"}, "annotations": {"a": "b"},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "controller": true}]},
+            "spec": {"nodeName": "vm1", "containers": [{"name": "web", "ports": [{"containerPort": 8080}]}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.2",
+                "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let page = |items: Vec<serde_json::Value>| {
+        json!({"kind": "PodList", "metadata": {"resourceVersion": "12", "continue": "c"}, "items": items})
+            .to_string()
+    };
+    let lenient = |body: &str| {
+        let (meta, items, skipped) = decode_list_items::<Pod>(body.as_bytes()).unwrap();
+        ListPage {
+            items,
+            resource_version: meta.resource_version,
+            continue_token: meta.continue_token,
+            skipped,
+        }
+    };
+    let good = page(vec![item("a", "5"), item("b", "6")]);
+    let fast: ListPage<Pod> = decode_list(good.as_bytes()).unwrap();
+    assert_eq!(fast, lenient(&good));
+    assert_eq!(fast.items.len(), 2);
+    assert_eq!(fast.items[1].spec.node_name, "vm1");
+    assert_eq!(fast.continue_token.as_deref(), Some("c"));
+
+    // One bad item: the page falls back and names it.
+    let mut bad = item("b", "6");
+    bad["metadata"]["labels"] = json!([1]);
+    let mixed = page(vec![item("a", "5"), bad]);
+    let got: ListPage<Pod> = decode_list(mixed.as_bytes()).unwrap();
+    assert_eq!(got, lenient(&mixed));
+    assert_eq!(got.items.len(), 1);
+    assert_eq!(got.skipped[0].0, "ns/b");
+
+    // A duplicated key fails the typed read (serde_json refuses a duplicate field) but not
+    // the `Value` one (the last wins): the fallback keeps the item, as before.
+    let dup = good.replacen(r#""uid":"u""#, r#""uid":"u","uid":"v""#, 1);
+    assert_ne!(dup, good);
+    assert!(serde_json::from_slice::<ListWire<Pod>>(dup.as_bytes()).is_err());
+    let got: ListPage<Pod> = decode_list(dup.as_bytes()).unwrap();
+    assert_eq!(got.items.len(), 2);
+    assert!(got.skipped.is_empty());
+
+    // A broken envelope is the page's own error either way.
+    assert!(matches!(
+        decode_list::<Pod>(br#"{"metadata":{"resourceVersion":"1"},"items":{}}"#),
+        Err(KubeError::Decode { .. })
+    ));
+}
