@@ -83,15 +83,19 @@ impl EnController {
         }
         self.undo_rename(&rec, &mut u);
         self.undo_move(&rec, &mut u);
+        self.gave_back(nic, u, "given back from its held configuration")
+    }
+
+    /// The end of a give-back: nothing failed, the network manager told, the held file
+    /// dropped last (a crash before it is finished by the next look), logged and counted.
+    fn gave_back(&self, nic: &str, u: Unwinding, how: &str) -> Result<bool, EnError> {
         if !u.errors.is_empty() {
             return many(u.errors).map(|()| false);
         }
         self.release_host_network(nic);
         self.drop_held(nic)?;
-        log::info!("externalnode gave {nic} back from its held configuration");
-        self.repaired(format!(
-            "host port {nic} was lost: {nic} given back from its held configuration"
-        ));
+        log::info!("externalnode {nic} {how}");
+        self.repaired(format!("host port {nic} was lost: {nic} {how}"));
         Ok(true)
     }
 
@@ -138,12 +142,10 @@ impl EnController {
             errors: Vec::new(),
         };
         self.undo_move(&rec, &mut u);
-        if !u.errors.is_empty() {
-            return many(u.errors).map(|()| false);
-        }
-        self.release_host_network(nic);
-        self.drop_held(nic)?;
-        log::info!("externalnode {nic} has its own name: its held configuration is back on it");
-        Ok(true)
+        self.gave_back(
+            nic,
+            u,
+            "had its own name back: its held configuration is back on it",
+        )
     }
 }

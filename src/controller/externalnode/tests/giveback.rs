@@ -126,6 +126,17 @@ fn a_give_back_interrupted_after_the_rename_is_finished() {
     fx.links.rename(fx.eth1, "eth1").unwrap();
     assert_eq!(ctl.restore_all().unwrap(), ["eth1"]);
     assert_pristine(&fx, &before);
+    // Counted like any give-back.
+    let st = ctl.status();
+    assert_eq!(
+        (st.repairs, st.last_repair.as_deref()),
+        (
+            1,
+            Some(
+                "host port eth1 was lost: eth1 had its own name back: its held configuration is back on it"
+            )
+        )
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
