@@ -297,8 +297,16 @@ pub struct Server {
 }
 
 /// How often the state thread looks whether its socket is still there (someone wiped the
-/// runtime directory, or removed the socket): one `stat` each time.
+/// runtime directory, or removed the socket) when it cannot watch the socket's directory
+/// (inotify): one `stat` each time.
 pub const SOCKET_CHECK: Duration = Duration::from_secs(2);
+
+/// With the directory watched, a look this often all the same (a watch can miss what
+/// happens to a directory above it): one wake-up a minute while idle.
+pub const WATCHED_SOCKET_CHECK: Duration = Duration::from_secs(60);
+
+/// After the directory reports a removal, how long to let it settle before looking.
+const REMOVAL_SETTLE: Duration = Duration::from_millis(300);
 
 /// Answers one request; the daemon builds it from [`probe::Probe`].
 pub type Handler = std::sync::Arc<dyn Fn(Request) -> String + Send + Sync>;
@@ -429,22 +437,69 @@ impl Drop for Server {
     }
 }
 
-/// Answer clients until `stopping`; every [`SOCKET_CHECK`] without one, make sure the
-/// socket at `path` is still this listener's, and listen there again if it is not (the
-/// runtime directory wiped: `tether status` and `reset`'s check must keep finding us).
+/// The socket's directory, watched for the socket's removal and its own: a wiped runtime
+/// directory wakes the state thread at once. None where inotify cannot watch it.
+fn watch_dir(path: &Path) -> Option<std::fs::File> {
+    use crate::sys::inotify::{DELETE, DELETE_SELF, MOVE_SELF, MOVED_FROM};
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    crate::sys::inotify_dir(dir, DELETE | DELETE_SELF | MOVED_FROM | MOVE_SELF).ok()
+}
+
+/// Read every pending event of a non-blocking inotify descriptor (what they say does not
+/// matter: the socket is looked at after any of them).
+fn drain(watch: &mut std::fs::File) {
+    let mut buf = [0u8; 4096];
+    while matches!(watch.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// Answer clients until `stopping`. When the socket's directory reports a removal (or
+/// every [`WATCHED_SOCKET_CHECK`]; every [`SOCKET_CHECK`] where it cannot be watched),
+/// make sure the socket at `path` is still this listener's, and listen there again if it
+/// is not (the runtime directory wiped: `tether status` and `reset`'s check must keep
+/// finding us).
 fn serve(mut listener: UnixListener, path: &Path, handler: &Handler, stopping: &AtomicBool) {
     use std::os::fd::AsFd as _;
     let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut bound = inode(path);
+    let mut watch = watch_dir(path);
+    // A removal was seen: look once it has settled (`rm -r` empties the directory, then
+    // removes it; a socket made again in between would make that fail).
+    let mut look_at: Option<Instant> = None;
     let mut last_error = String::new();
     loop {
-        let ready = crate::sys::wait_readable(&[listener.as_fd()], Some(SOCKET_CHECK))
-            .map(|r| r[0])
-            .unwrap_or(false);
+        let every = if watch.is_some() {
+            WATCHED_SOCKET_CHECK
+        } else {
+            SOCKET_CHECK
+        };
+        let wait = look_at.map_or(every, |t| t.saturating_duration_since(Instant::now()));
+        let (ready, changed) = {
+            let mut fds = vec![listener.as_fd()];
+            fds.extend(watch.as_ref().map(|w| w.as_fd()));
+            let r = crate::sys::wait_readable(&fds, Some(wait)).unwrap_or_default();
+            (
+                r.first().copied().unwrap_or(false),
+                r.get(1).copied().unwrap_or(false),
+            )
+        };
         if stopping.load(Ordering::SeqCst) {
             return;
         }
+        if changed {
+            if let Some(w) = watch.as_mut() {
+                drain(w);
+            }
+            look_at.get_or_insert(Instant::now() + REMOVAL_SETTLE);
+            continue;
+        }
         if !ready {
+            if look_at.is_some_and(|t| Instant::now() < t) {
+                continue;
+            }
+            look_at = None;
             if inode(path) != bound {
                 match listen(path) {
                     Ok(l) => {
@@ -454,9 +509,13 @@ fn serve(mut listener: UnixListener, path: &Path, handler: &Handler, stopping: &
                         );
                         listener = l;
                         bound = inode(path);
+                        // The directory may be a new one: watch that.
+                        watch = watch_dir(path);
                         last_error.clear();
                     }
                     Err(e) => {
+                        // Until it can listen again, look every SOCKET_CHECK.
+                        watch = None;
                         let e = e.to_string();
                         if e != last_error {
                             log::warn!("state socket {} is gone: {e}", path.display());

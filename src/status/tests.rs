@@ -409,3 +409,31 @@ fn names_and_errors_cannot_drive_the_terminal() {
     assert!(out.contains("line one\\nline two\\r"), "{out}");
     assert_eq!(super::render::printable("plain-name"), "plain-name");
 }
+
+/// The socket's directory wiped (`rm -r`, as of a runtime directory): the wipe itself is
+/// not disturbed (the socket is made again only once the removal has settled), and the
+/// server answers there again, woken by the directory's removal.
+#[test]
+fn a_wiped_socket_directory_is_made_again() {
+    let dir = private_dir("wiped");
+    let run = dir.join("run");
+    let path = run.join("tether.sock");
+    let srv = Server::start(&path, ok_handler()).unwrap();
+    assert_eq!(ask(&path, Request::Status).unwrap(), "ok\n");
+    for round in 0..3 {
+        std::fs::remove_dir_all(&run).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let started = Instant::now();
+        let end = started + Duration::from_secs(10);
+        while ask(&path, Request::Status).ok().as_deref() != Some("ok\n") {
+            assert!(Instant::now() < end, "round {round}: not answering again");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Printed, not asserted: about REMOVAL_SETTLE, not SOCKET_CHECK.
+        eprintln!(
+            "round {round}: answering again after {:?}",
+            started.elapsed()
+        );
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
