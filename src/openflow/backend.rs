@@ -101,6 +101,10 @@ pub(super) struct Shared {
     /// Why the flows on the switch may not be what tether installed right now, while
     /// that is so (`drift`): no flow monitor, or a read-back that fails.
     pub(super) drift_problem: Mutex<Option<String>>,
+    /// The OF1.0 connection generation on which every port of the no-flood set is known
+    /// to have been set (only changed with the set's lock held): a replay for that
+    /// generation would only repeat it (`replay_no_flood`).
+    no_flood_gen: AtomicU64,
 }
 
 /// What this backend has asked of the switch, for metrics and for tests that count.
@@ -164,6 +168,7 @@ impl OfFlows {
             bundle_id: AtomicU32::new(1),
             counts: Counts::default(),
             drift_problem: Mutex::new(None),
+            no_flood_gen: AtomicU64::new(0),
         });
         let (stop_tx, stop_rx) = bounded::<()>(1);
         let drift = if cfg.watch_drift {
@@ -336,6 +341,7 @@ impl OfFlows {
         if on && no_flood.contains(&ofport) {
             return Ok(());
         }
+        let generation = self.shared.of10.state().1;
         match self.shared.port_mod_no_flood(ofport, on) {
             Ok(()) => {}
             // Clearing the bit of a port that is gone: nothing left to clear or replay.
@@ -343,6 +349,7 @@ impl OfFlows {
             Err(e) => return Err(e),
         }
         if on {
+            self.shared.applied_no_flood(&no_flood, generation);
             no_flood.insert(ofport);
         } else {
             no_flood.remove(&ofport);
@@ -367,7 +374,11 @@ impl OfFlows {
             .collect::<BTreeSet<u32>>()
             .into_iter()
             .collect();
+        let generation = self.shared.of10.state().1;
         self.shared.port_mods_no_flood(&todo, true)?;
+        if !todo.is_empty() {
+            self.shared.applied_no_flood(&no_flood, generation);
+        }
         no_flood.extend(todo);
         Ok(())
     }
@@ -647,19 +658,40 @@ impl Shared {
 
     /// Re-apply no-flood to every port that wants it: all in one batch, or (when the
     /// batch fails, say for a port gone meanwhile) one by one, returning the first error.
+    /// Ports were just set on OF1.0 connection `generation` (read before the PORT_MODs
+    /// went out, so never newer than the connection that carried them): if everything
+    /// already in `set` was set on that connection too (or it is empty), the whole set now
+    /// is.
+    fn applied_no_flood(&self, set: &BTreeSet<u32>, generation: u64) {
+        if set.is_empty() || self.no_flood_gen.load(Ordering::SeqCst) == generation {
+            self.no_flood_gen.store(generation, Ordering::SeqCst);
+        }
+    }
+
     fn replay_no_flood(&self) -> Result<(), OfError> {
         let no_flood = self.lock_no_flood();
-        let all: Vec<u32> = no_flood.iter().copied().collect();
-        if self.port_mods_no_flood(&all, true).is_ok() {
+        let generation = self.of10.state().1;
+        // Every port was set on this very connection (a connection event handled after
+        // the controllers already used it): repeating the PORT_MODs would change nothing.
+        if self.no_flood_gen.load(Ordering::SeqCst) == generation {
             return Ok(());
         }
+        let all: Vec<u32> = no_flood.iter().copied().collect();
         let mut first = None;
-        for &p in &all {
-            if let Err(e) = self.port_mod_no_flood(p, true) {
-                first.get_or_insert(e);
+        if self.port_mods_no_flood(&all, true).is_err() {
+            for &p in &all {
+                if let Err(e) = self.port_mod_no_flood(p, true) {
+                    first.get_or_insert(e);
+                }
             }
         }
-        first.map_or(Ok(()), Err)
+        match first {
+            None => {
+                self.no_flood_gen.store(generation, Ordering::SeqCst);
+                Ok(())
+            }
+            Some(e) => Err(e),
+        }
     }
 }
 
