@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# package.sh [--binary PATH] [--version V] [--out DIR] [--formats deb,rpm,tar]: the packages
+# package.sh [--binary PATH] [--version V] [--out DIR] [--formats deb,rpm,tar] [--fast]: the packages
 # of the static binary (README "Install"):
 #   tether_<v>_amd64.deb        dpkg-deb; Depends: openvswitch-switch
 #   tether-<v>-1.x86_64.rpm     rpmbuild (package rpm); Requires: openvswitch
@@ -24,12 +24,16 @@ binary=target/x86_64-unknown-linux-musl/release/tether
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 out=dist
 formats=deb,rpm,tar
+fast=0
 while (($#)); do
   case $1 in
     --binary) binary=$2; shift 2 ;;
     --version) version=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --formats) formats=$2; shift 2 ;;
+    # The fastest compression each format has (the tests: their packages hold a debug
+    # binary, which xz took minutes of CPU over): the contents are the same.
+    --fast) fast=1; shift ;;
     *) echo "package.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -102,7 +106,9 @@ EOF
   for s in postinst prerm postrm; do
     install -m 0755 "deploy/packaging/deb/$s" "$root/DEBIAN/$s"
   done
-  dpkg-deb --root-owner-group --build "$root" "$out/tether_${version}_amd64.deb" >/dev/null
+  local z=()
+  ((fast)) && z=(-Zgzip -z1)
+  dpkg-deb --root-owner-group "${z[@]}" --build "$root" "$out/tether_${version}_amd64.deb" >/dev/null
   echo "$out/tether_${version}_amd64.deb"
 }
 
@@ -120,7 +126,9 @@ build_rpm() {
     -e "/@POST@/{r deploy/packaging/rpm/post" -e "d}" \
     -e "/@POST_UN@/{r deploy/packaging/rpm/postun" -e "d}" \
     deploy/packaging/rpm/tether.spec >"$top/SPECS/tether.spec"
-  rpmbuild --quiet -bb --define "_topdir $top" --define "_buildrootdir $work/rpm-buildroot" \
+  local z=()
+  ((fast)) && z=(--define "_binary_payload w1.gzdio")
+  rpmbuild --quiet -bb "${z[@]}" --define "_topdir $top" --define "_buildrootdir $work/rpm-buildroot" \
     --define "_tether_root $root" --define "_build_id_links none" \
     --define "__os_install_post %{nil}" --define "debug_package %{nil}" \
     "$top/SPECS/tether.spec"
@@ -149,7 +157,9 @@ try-restart tether):
 To give the NIC back before removing: systemctl stop tether && tether reset
 EOF
   chmod 0644 "$root/INSTALL"
-  tar -C "$work/tar" --owner=0 --group=0 -czf "$out/$name.tar.gz" "$name"
+  local gz=gzip
+  ((fast)) && gz="gzip -1"
+  tar -C "$work/tar" --owner=0 --group=0 -I "$gz" -cf "$out/$name.tar.gz" "$name"
   echo "$out/$name.tar.gz"
 }
 

@@ -31,6 +31,7 @@ fn package(umask: &str, formats: &str, out: &Path) -> Result<String, String> {
         out.to_str().unwrap(),
         "--formats",
         formats,
+        "--fast",
     ]))
 }
 

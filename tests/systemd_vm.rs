@@ -719,6 +719,7 @@ impl Packages {
                     dir.to_str().expect("utf-8 path"),
                     "--formats",
                     formats,
+                    "--fast",
                 ]),
             );
         }
