@@ -467,9 +467,16 @@ fn unit_lifecycle_under_a_real_systemd() {
     vm.sh("systemctl start tether");
     let (_, _, pid1) = active_pid(&vm);
     vm.sh(&format!("kill -9 {pid1}"));
-    // In the gap before the restart no daemon holds the lock or the socket: reset still
-    // refuses, on systemd's word.
-    let (code, out) = vm.status("tether reset --config /etc/tether/tether.yaml");
+    // In the gap before the restart (once systemd has seen the death: `auto-restart` for
+    // RestartSec=5s) no daemon holds the lock or the socket: reset still refuses, on
+    // systemd's word.
+    let (code, out) = vm.status(
+        "for i in $(seq 40); do
+           [ \"$(systemctl show -p SubState --value tether)\" = auto-restart ] && break
+           sleep 0.1
+         done
+         tether reset --config /etc/tether/tether.yaml",
+    );
     c.check(
         "tether reset in the crash-restart gap",
         "exit 1, activating (auto-restart)",
