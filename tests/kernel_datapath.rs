@@ -391,8 +391,10 @@ fn tunnel_targets_are_the_kernels_devices_and_carry_the_copies() {
     for (target, filter, dev, kind) in cases {
         bed.write("tc.yaml", &mirror_to(target));
         let remote_ip = target.split('"').nth(1).unwrap_or("198.51.100.2");
-        let (link, ofport) = wait_for(Duration::from_secs(20), &format!("{target}: {dev}"), || {
-            let l = link_details(vm, dev)?;
+        // The device appears a moment before the datapath takes it as a port: wait for both.
+        let what = format!("{target}: {dev} enslaved to ovs-system");
+        let (link, ofport) = wait_for(Duration::from_secs(20), &what, || {
+            let l = link_details(vm, dev).filter(|l| l["master"] == "ovs-system")?;
             let v = bed.sb.vsctl_json("Interface", None, "ofport,options");
             let of = v["data"].as_array()?.iter().find_map(|r| {
                 r[1].to_string()
