@@ -7,9 +7,6 @@
 //! anything is connected to: `run` and `check` share this one validation. Pure: strings in,
 //! `Config` out.
 
-pub mod check;
-pub mod preflight;
-
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -47,6 +44,18 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// Information for the log (Antrea agent keys tether does not use, in one line).
     pub notes: Vec<String>,
+}
+
+impl Config {
+    /// ovsdb-server's socket: `<ovs_rundir>/db.sock`.
+    pub fn ovsdb_socket(&self) -> PathBuf {
+        self.ovs_rundir.join("db.sock")
+    }
+
+    /// The bridge's OpenFlow management socket: `<ovs_rundir>/<bridge>.mgmt`.
+    pub fn openflow_socket(&self) -> PathBuf {
+        self.ovs_rundir.join(format!("{}.mgmt", self.bridge))
+    }
 }
 
 /// A usage or configuration error: exit code 2, naming the flag or key.

@@ -9,11 +9,11 @@
 //! reaching all of them through its own traits; `daemon` wires the parts together. The
 //! README's module map says what each module owns.
 
+pub mod commands;
 pub mod config;
 pub mod controller;
 pub mod daemon;
 pub mod files;
-pub mod flows;
 pub mod heartbeat;
 pub mod hostnet;
 pub mod k8s;
@@ -24,9 +24,8 @@ pub mod notify;
 pub mod openflow;
 pub mod ovsdb;
 pub mod pipeline;
-pub mod plan;
-pub mod reset;
 pub mod status;
 pub mod sys;
 #[cfg(any(test, feature = "test-hooks"))]
 pub mod testing;
+pub mod wiring;

@@ -21,18 +21,18 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
+use crossbeam_channel::{Receiver, bounded, select, unbounded};
 
 use crate::config::{Config, Input};
 use crate::controller::deferred::{DeferredFlows, Scope};
-use crate::controller::externalnode::{EnConfig, EnController};
+use crate::controller::externalnode::EnController;
 use crate::controller::l2::L2Controller;
 use crate::controller::queue::{QueueConfig, SystemClock, WorkQueue};
 use crate::controller::trafficcontrol::TcController;
 use crate::controller::worker::{Controllers, Workers};
 use crate::controller::{Bridge, Flows, Key, LiveBridge, VswitchdDatapath};
 use crate::heartbeat::Heartbeats;
-use crate::k8s::{self, Kind, KubeEvent, Source, SourceConfig, Stores};
+use crate::k8s::{self, Source, Stores};
 use crate::openflow::{Category, OfFlows, OfFlowsConfig, Owner};
 use crate::ovsdb::{self, BridgeDb, Client, ClientOptions, Remote};
 use crate::status::probe::Probe;
@@ -93,7 +93,10 @@ pub fn run(
     let flows: Arc<dyn Flows> = deferred.clone();
     let stores = Stores::default();
     let (kube_tx, kube_rx) = bounded(4096);
-    let source = Arc::new(start_source(&cfg, &stores, kube_tx)?);
+    let source = Arc::new(
+        crate::wiring::start_source(&cfg, &stores, kube_tx)
+            .map_err(|e| DaemonError::Setup(e.to_string()))?,
+    );
     let bridge: Arc<dyn Bridge> = Arc::new(LiveBridge::keeping(ovs.db.clone(), &cfg.datapath_type));
     let controllers = controllers(&cfg, &stores, &bridge, &flows)?;
     if let Err(e) = controllers.tc.restore_no_flood() {
@@ -219,7 +222,7 @@ impl Ovs {
         stop: &Receiver<()>,
         phases: &phases::Phases,
     ) -> Result<Ovs, DaemonError> {
-        let db_socket = cfg.ovs_rundir.join("db.sock");
+        let db_socket = cfg.ovsdb_socket();
         let client = Arc::new(Client::start(
             Remote::Unix(db_socket.clone()),
             ClientOptions::default(),
@@ -269,7 +272,7 @@ impl Ovs {
             "bridge={} round={round} (previous {prev_round:?})",
             cfg.bridge
         );
-        let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
+        let mgmt = cfg.openflow_socket();
         let of = Arc::new(
             OfFlows::start(OfFlowsConfig {
                 watch_drift: true,
@@ -299,19 +302,6 @@ impl Ovs {
     }
 }
 
-/// The ExternalNode controller's part of the configuration (also `plan`'s and `reset`'s).
-pub(crate) fn en_config(cfg: &Config) -> EnConfig {
-    EnConfig {
-        node_name: cfg.node_name.clone(),
-        bridge: cfg.bridge.clone(),
-        namespace: cfg.external_node_namespace.clone(),
-        bypass_rules: cfg.policy_bypass_rules.clone(),
-        ovs_rundir: cfg.ovs_rundir.clone(),
-        datapath_type: cfg.datapath_type.clone(),
-        state_dir: Some(cfg.state_dir.clone()),
-    }
-}
-
 /// The three controllers. The TrafficControl and ExternalNode controllers get their own
 /// netlink sockets: the TC workers only read (device targets), and never wait behind a
 /// takeover's requests.
@@ -328,7 +318,7 @@ fn controllers(
     };
     let tc = TcController::new(stores.clone(), bridge.clone(), flows.clone(), netlink()?);
     let en = EnController::new(
-        en_config(cfg),
+        crate::wiring::en_config(cfg),
         stores.clone(),
         bridge.clone(),
         flows.clone(),
@@ -362,7 +352,7 @@ fn start_workers(
         .collect()
 }
 
-/// The API source's settings, checked the way [`start_source`] will use them (the
+/// The API source's settings, checked the way [`crate::wiring::start_source`] will use them (the
 /// kubeconfig loaded, the client built: scheme, TLS and credentials), connecting to
 /// nothing. Errors are configuration errors (exit 2).
 fn check_source(cfg: &Config) -> Result<(), DaemonError> {
@@ -383,45 +373,6 @@ fn check_source(cfg: &Config) -> Result<(), DaemonError> {
     k8s::Client::new(&cc, http)
         .map(drop)
         .map_err(|e| DaemonError::Config(e.to_string()))
-}
-
-pub(crate) fn start_source(
-    cfg: &Config,
-    stores: &Stores,
-    events: Sender<KubeEvent>,
-) -> Result<Source, DaemonError> {
-    let err = |e: k8s::KubeError| DaemonError::Setup(e.to_string());
-    let api = |cc: &k8s::ClusterConfig, http: k8s::HttpConfig| {
-        let client = k8s::Client::new(cc, http).map_err(err)?;
-        let sc = SourceConfig {
-            node_name: cfg.node_name.clone(),
-            external_node_namespace: cfg.external_node_namespace.clone(),
-            kinds: Kind::ALL.to_vec(),
-            watch: k8s::WatchConfig::default(),
-        };
-        Source::start_api(client, sc, stores.clone(), events.clone()).map_err(err)
-    };
-    match &cfg.source {
-        Input::Manifests(dir) => Source::start_manifests(
-            k8s::ManifestsConfig::new(dir.clone(), &cfg.node_name, &cfg.external_node_namespace),
-            stores.clone(),
-            events.clone(),
-        )
-        .map_err(err),
-        Input::Kubeconfig(path) => {
-            let cc = k8s::kubeconfig::load_kubeconfig(path, None).map_err(err)?;
-            let http = k8s::HttpConfig {
-                allow_insecure: cfg.allow_insecure_tls,
-                allow_plain_http: cfg.allow_plain_http,
-                ..Default::default()
-            };
-            api(&cc, http)
-        }
-        Input::InCluster => api(
-            &k8s::kubeconfig::in_cluster().map_err(err)?,
-            Default::default(),
-        ),
-    }
 }
 
 /// Retry `f` every `every` until it succeeds or `stop` fires, logging the first failure and

@@ -26,10 +26,11 @@ use super::OfError;
 use super::batch::{Batches, Op};
 use super::conn::{Batch, Conn, ConnEvent, ConnOptions, Reply};
 use super::consts::{BundleCtrlType, OFPPC10_NO_FLOOD, Version, bundle_flags, port};
+use super::dump::{dumped_flows, flow_dump_request};
 use super::flow::{Flow, Owner, ROUND_MASK};
 use super::flowmod::{
-    BundleAdd, BundleControl, FlowDesc, FlowDescRequest, FlowMod, MultipartReplyBody,
-    MultipartRequest, MultipartRequestBody,
+    BundleAdd, BundleControl, FlowDesc, FlowMod, MultipartReplyBody, MultipartRequest,
+    MultipartRequestBody,
 };
 use super::flowset::FlowSet;
 use super::liveness::Backoff;
@@ -693,28 +694,6 @@ impl Shared {
             Some(e) => Err(e),
         }
     }
-}
-
-/// The multipart FLOW_DESC request for every flow whose cookie matches `cookie` under
-/// `mask` (also `tether flows`'s, on its own connection).
-pub fn flow_dump_request(cookie: u64, mask: u64) -> Body {
-    Body::MultipartRequest(MultipartRequest {
-        flags: 0,
-        body: MultipartRequestBody::FlowDesc(FlowDescRequest::by_cookie(cookie, mask)),
-    })
-}
-
-/// The flows of every part of a FLOW_DESC reply.
-pub fn dumped_flows(r: Reply) -> Vec<FlowDesc> {
-    let mut out = Vec::new();
-    for (_, m) in r.replies {
-        if let Body::MultipartReply(mp) = m.body {
-            if let MultipartReplyBody::FlowDesc(v) = mp.body {
-                out.extend(v);
-            }
-        }
-    }
-    out
 }
 
 /// Plan every owner's flows against `set`, each against the set as the owners before it

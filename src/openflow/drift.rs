@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 
-use super::backend::{Shared, State, dumped_flows, flow_dump_request};
+use super::backend::{Shared, State};
 use super::consts::FlowModCommand;
+use super::dump::{dumped_flows, flow_dump_request};
 use super::flow::{Category, OWNER_MASK, Owner, ROUND_MASK, cookie};
 use super::flowmod::{FlowDesc, FlowMod};
 use super::monitor::{self, Notice, Update};

@@ -25,6 +25,7 @@ pub mod codec;
 pub mod conn;
 pub mod consts;
 mod drift;
+pub mod dump;
 pub mod flow;
 pub mod flowmod;
 pub mod flowset;

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::{CmdError, load_config};
 use crate::config::Config;
-use crate::openflow::backend::{dumped_flows, flow_dump_request};
-use crate::openflow::conn::{Conn, ConnOptions};
-use crate::openflow::consts::Version;
+use crate::openflow::dump::dump_all;
+use crate::openflow::flow::tether_cookie;
 use crate::openflow::flowmod::FlowDesc;
 use crate::openflow::ofctl::{FlowStats, format_flow};
 use crate::ovsdb::{Client, ClientOptions, Remote, read_bridge};
-use owners::{Names, OwnerKind, tether_cookie};
+use owners::{Names, OwnerKind};
 
 /// What to show.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -183,8 +183,8 @@ pub fn render_json(rows: &[Row]) -> String {
 
 /// Read the bridge's ports and round from OVSDB, the TC and NIC names from the running
 /// daemon (if it answers), and every flow from the switch.
-pub fn gather(cfg: &Config, o: &Options) -> Result<(Vec<FlowDesc>, Names), String> {
-    let db = cfg.ovs_rundir.join("db.sock");
+pub fn gather(cfg: &Config, o: &Options) -> Result<(Vec<FlowDesc>, Names), CmdError> {
+    let db = cfg.ovsdb_socket();
     let client = Client::start(Remote::Unix(db.clone()), ClientOptions::default());
     client
         .wait_connected(Duration::from_secs(5))
@@ -208,39 +208,23 @@ pub fn gather(cfg: &Config, o: &Options) -> Result<(Vec<FlowDesc>, Names), Strin
         names.add_tc(tc);
     }
     drop(client);
-    Ok((dump(cfg)?, names))
+    Ok((dump_all(&cfg.openflow_socket())?, names))
 }
 
-/// Every flow of the bridge (one multipart FLOW_DESC request, all parts).
-pub(crate) fn dump(cfg: &Config) -> Result<Vec<FlowDesc>, String> {
-    let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
-    let conn = Conn::start(&mgmt, ConnOptions::new(Version::OF15, "flows"))
-        .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;
-    conn.wait_connected(Duration::from_secs(5))
-        .map_err(|e| format!("openflow {}: {e}", mgmt.display()))?;
-    let reply = conn
-        .transact(vec![flow_dump_request(0, 0)], Duration::from_secs(30))
-        .map_err(|e| format!("flow dump from {}: {e}", mgmt.display()))?;
-    if let Some((_, e)) = reply.errors.first() {
-        return Err(format!("flow dump from {}: {e:?}", mgmt.display()));
-    }
-    Ok(dumped_flows(reply))
-}
-
-/// The command: gather, annotate, print. Returns the text and the exit code.
-pub fn run(cfg: &Config, o: &Options) -> (String, u8) {
-    match gather(cfg, o) {
-        Ok((descs, names)) => {
-            let rows = annotate(descs, &names, o);
-            let text = if o.json {
-                render_json(&rows)
-            } else {
-                render_text(&rows, !o.no_stats)
-            };
-            (text, 0)
-        }
-        Err(e) => (format!("tether flows: {e}\n"), 1),
-    }
+/// The command: gather, annotate, print.
+pub fn main(args: &[String], out: &mut dyn std::io::Write) -> Result<u8, CmdError> {
+    let (o, rest) = parse_flags(args).map_err(CmdError::Usage)?;
+    let cfg = load_config(&rest)?;
+    crate::logging::init("warn");
+    let (descs, names) = gather(&cfg, &o)?;
+    let rows = annotate(descs, &names, &o);
+    let text = if o.json {
+        render_json(&rows)
+    } else {
+        render_text(&rows, !o.no_stats)
+    };
+    let _ = out.write_all(text.as_bytes());
+    Ok(0)
 }
 
 #[cfg(test)]

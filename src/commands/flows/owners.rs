@@ -8,6 +8,7 @@ use std::fmt;
 use crate::controller::externalnode::nic_owner;
 use crate::controller::trafficcontrol::object_id;
 use crate::openflow::Category;
+use crate::openflow::flow::tether_cookie;
 use crate::openflow::oxm::MatchField;
 use crate::ovsdb::PortData;
 
@@ -216,22 +217,6 @@ impl Names {
             _ => OwnerKind::Unclaimed,
         }
     }
-}
-
-/// `(round, category, object)` if `cookie` has tether's shape: a round, a category tether
-/// uses, the reserved byte zero.
-pub fn tether_cookie(cookie: u64) -> Option<(u16, Category, u32)> {
-    let round = u16::try_from(cookie >> 48).unwrap_or(0);
-    let category = Category(u8::try_from((cookie >> 40) & 0xff).unwrap_or(0));
-    let reserved = (cookie >> 32) & 0xff;
-    let object = u32::try_from(cookie & 0xffff_ffff).unwrap_or(0);
-    let known = [
-        Category::DEFAULT,
-        Category::TRAFFIC_CONTROL,
-        Category::EXTERNAL_NODE,
-    ]
-    .contains(&category);
-    (round != 0 && reserved == 0 && known).then_some((round, category, object))
 }
 
 #[cfg(test)]

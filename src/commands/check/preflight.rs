@@ -21,7 +21,7 @@ pub mod tunnel;
 
 use std::fmt;
 
-use super::check::{Finding, Level, bad, ok};
+use super::finding::{Finding, Level, bad, ok};
 pub use tunnel::{Tunnel, TunnelKind, mtu, tunnels_of};
 
 /// Where a kernel module is, as `modprobe` would find it.

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::Module;
-use crate::config::check::{Finding, Level, bad, ok};
+use crate::commands::check::finding::{Finding, Level, bad, ok};
 use crate::controller::trafficcontrol::ports::{GENEVE_DEFAULT_PORT, VXLAN_DEFAULT_PORT};
 use crate::k8s::{ErspanVersion, TcPort, TrafficControl};
 

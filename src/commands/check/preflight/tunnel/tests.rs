@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::config::preflight::tests::f;
+use crate::commands::check::preflight::tests::f;
 use crate::k8s::Resource;
 
 fn tc(name: &str, target: serde_json::Value, ret: Option<serde_json::Value>) -> TrafficControl {

@@ -231,7 +231,7 @@ fn check_run_on_this_host_fails_the_kernel_datapath() {
         warnings: vec![],
         notes: vec![],
     };
-    let found = crate::config::check::run(&cfg);
+    let found = crate::commands::check::run(&cfg);
     let whats: Vec<&str> = found.iter().map(|f| f.what.as_str()).collect();
     assert_eq!(
         whats,

@@ -17,14 +17,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::{CmdError, load_config};
 use crate::config::Config;
 use crate::controller::externalnode::heldfile::HeldFiles;
 use crate::controller::externalnode::record::HELD_PREFIX;
 use crate::controller::externalnode::{EnConfig, EnController, RECORD_KEY};
 use crate::controller::{AbsentBridge, AbsentFlows, Bridge, Flows, LiveBridge, VswitchdDatapath};
-use crate::flows::owners::tether_cookie;
 use crate::k8s::Stores;
 use crate::netlink::{Links, uplink_name};
+use crate::openflow::flow::tether_cookie;
 use crate::openflow::flowmod::{FlowDesc, FlowMod};
 use crate::openflow::{OfFlows, OfFlowsConfig};
 use crate::ovsdb::bridgedb::CREATED_KEY;
@@ -157,27 +158,34 @@ pub fn plan(view: &BridgeView, bridge: &str, flows: &[FlowDesc], delete_bridge: 
     }
 }
 
-/// The command: what it changed, one line each, and whether it failed (then what was
-/// done before the failure is still listed).
-pub fn run(cfg: &Config, o: &Options) -> (Vec<String>, Result<(), String>) {
-    let mut out = Vec::new();
-    let r = reset(cfg, o, &mut out);
-    (out, r)
+/// The command: what it changed, one line each on stdout, and whether it failed
+/// (then what was done before the failure is still listed).
+pub fn main(args: &[String], out: &mut dyn std::io::Write) -> Result<u8, CmdError> {
+    let (o, rest) = parse_flags(args);
+    let cfg = load_config(&rest)?;
+    // What it does goes to stdout, one line per change; the log (warnings) to stderr.
+    crate::logging::init("warn");
+    let mut lines = Vec::new();
+    let r = reset(&cfg, &o, &mut lines);
+    for l in &lines {
+        let _ = writeln!(out, "{l}");
+    }
+    r.map(|()| 0)
 }
 
-fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String> {
+fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), CmdError> {
     // systemd restarting a crashed daemon (or one waiting for OVS) holds no lock yet.
     if let Some(refused) = unit::check() {
-        return Err(refused);
+        return Err(CmdError::Failed(refused));
     }
     // The daemon owns the state socket while it runs; a stale file refuses connections.
     if crate::status::fetch(&cfg.state_socket).is_ok() {
-        return Err(format!(
+        return Err(CmdError::Failed(format!(
             "a tether daemon answers on {}: stop it first (systemctl stop tether); reset never runs beside it",
             cfg.state_socket.display()
-        ));
+        )));
     }
-    let db_sock = cfg.ovs_rundir.join("db.sock");
+    let db_sock = cfg.ovsdb_socket();
     let client = Arc::new(Client::start(
         Remote::Unix(db_sock.clone()),
         ClientOptions::default(),
@@ -191,10 +199,10 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
     let locked = crate::ovsdb::lock::try_lock(&client, &lock)
         .map_err(|e| format!("ovsdb {}: lock {lock}: {e}", db_sock.display()))?;
     if !locked {
-        return Err(format!(
+        return Err(CmdError::Failed(format!(
             "a tether daemon holds the OVSDB lock {lock} on {}: stop it first (systemctl stop tether); reset never runs beside it",
             db_sock.display()
-        ));
+        )));
     }
     let Some(db) = BridgeDb::open(client.clone(), &cfg.bridge).map_err(|e| e.to_string())? else {
         // The bridge went with what it recorded; the state directory still has the held
@@ -216,12 +224,13 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
     };
     let of = give_nics_back(cfg, &client, db, out)?;
     // The replica follows the restore's transactions; read the bridge as it is now.
-    let view = read_bridge(&client, &cfg.bridge).ok_or("the bridge went while resetting")?;
+    let view = read_bridge(&client, &cfg.bridge)
+        .ok_or_else(|| CmdError::Failed("the bridge went while resetting".into()))?;
     let dumped = of.dump(0, 0).map_err(|e| format!("flow dump: {e}"))?;
     let p = plan(&view, &cfg.bridge, &dumped, o.delete_bridge);
     let db = BridgeDb::open(client, &cfg.bridge)
         .map_err(|e| e.to_string())?
-        .ok_or("the bridge went while resetting")?;
+        .ok_or_else(|| CmdError::Failed("the bridge went while resetting".into()))?;
     carry_out(&p, &cfg.bridge, db, of, out)?;
     if out.is_empty() {
         out.push(format!("nothing to reset on bridge {}", cfg.bridge));
@@ -233,7 +242,7 @@ fn reset(cfg: &Config, o: &Options, out: &mut Vec<String>) -> Result<(), String>
 /// failure, whatever else worked. Looks for the uplink name of every NIC the state
 /// directory still holds a configuration for, and of every interface in the kernel
 /// enslaved to OVS's datapath under a tether uplink name.
-fn no_uplink_left(cfg: &Config) -> Result<(), String> {
+fn no_uplink_left(cfg: &Config) -> Result<(), CmdError> {
     let files = HeldFiles::new(&cfg.state_dir);
     let links = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
     let mut left: Vec<String> = files
@@ -247,11 +256,11 @@ fn no_uplink_left(cfg: &Config) -> Result<(), String> {
     if left.is_empty() {
         return Ok(());
     }
-    Err(format!(
+    Err(CmdError::Failed(format!(
         "{} still there: the NIC is not given back (its configuration is kept in {}); fix the cause and run tether reset again",
         left.join(", "),
         cfg.state_dir.display()
-    ))
+    )))
 }
 
 /// Step 2: every NIC back, by the ExternalNode controller's own restore. Returns the
@@ -261,7 +270,7 @@ fn give_nics_back(
     client: &Client,
     db: BridgeDb,
     out: &mut Vec<String>,
-) -> Result<Arc<OfFlows>, String> {
+) -> Result<Arc<OfFlows>, CmdError> {
     let round = read_bridge(client, &cfg.bridge)
         .and_then(|v| {
             v.external_ids
@@ -270,7 +279,7 @@ fn give_nics_back(
         })
         .filter(|r| *r != 0)
         .unwrap_or(1);
-    let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
+    let mgmt = cfg.openflow_socket();
     // Only to let the ExternalNode controller run; it holds no flows, so it sends nothing
     // of its own (the flows are deleted in step 3, by cookie).
     let of = Arc::new(
@@ -292,13 +301,13 @@ fn restore_nics(
     bridge: Arc<dyn Bridge>,
     flows: Arc<dyn Flows>,
     out: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), CmdError> {
     let links = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
     let en = EnController::new(
         EnConfig {
             // reset installs no flow: no bypass rules.
             bypass_rules: Vec::new(),
-            ..crate::daemon::en_config(cfg)
+            ..crate::wiring::en_config(cfg)
         },
         Stores::default(),
         bridge,
@@ -325,7 +334,7 @@ fn carry_out(
     db: BridgeDb,
     of: Arc<OfFlows>,
     out: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), CmdError> {
     if !p.ports.is_empty() {
         let uuids: Vec<Uuid> = p.ports.iter().map(|(u, _)| u.clone()).collect();
         db.delete_ports(&uuids)

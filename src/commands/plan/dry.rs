@@ -390,7 +390,7 @@ pub fn en_controller(
     rec: &Record,
 ) -> EnController {
     EnController::new(
-        crate::daemon::en_config(cfg),
+        crate::wiring::en_config(cfg),
         stores,
         bridge,
         flows,

@@ -17,15 +17,16 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::{CmdError, load_config};
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
 use crate::controller::externalnode::{EnError, EnPreview, nic_owner};
 use crate::controller::trafficcontrol::ports::port_name;
 use crate::controller::trafficcontrol::{TcController, object_id};
 use crate::controller::{Bridge, Flows, l2::L2Controller};
-use crate::flows::owners::tether_cookie;
 use crate::k8s::{Kind, KubeEvent, Stores};
 use crate::netlink::{NicConfig, uplink_name};
+use crate::openflow::flow::tether_cookie;
 use crate::openflow::flowmod::FlowDesc;
 use crate::openflow::ofctl::format_flow;
 use crate::openflow::{Category, Flow, Owner};
@@ -169,10 +170,10 @@ fn config_lines(verb: &str, target: &str, c: &NicConfig) -> Vec<String> {
 }
 
 /// Load every kind from `run`'s source, then stop it.
-fn load(cfg: &Config) -> Result<Stores, String> {
+fn load(cfg: &Config) -> Result<Stores, CmdError> {
     let stores = Stores::default();
     let (tx, rx) = crossbeam_channel::unbounded();
-    let source = crate::daemon::start_source(cfg, &stores, tx).map_err(|e| e.to_string())?;
+    let source = crate::wiring::start_source(cfg, &stores, tx).map_err(|e| e.to_string())?;
     let mut synced = BTreeSet::new();
     let end = Instant::now() + Duration::from_secs(30);
     while synced.len() < Kind::ALL.len() {
@@ -196,10 +197,10 @@ fn load(cfg: &Config) -> Result<Stores, String> {
                         format!("{} ({why})", k.plural())
                     })
                     .collect();
-                return Err(format!(
+                return Err(CmdError::Failed(format!(
                     "could not list within 30 s: {}",
                     missing.join(", ")
-                ));
+                )));
             }
         }
     }
@@ -216,8 +217,8 @@ type OvsNow = (
     Option<String>,
 );
 
-fn read_ovs(cfg: &Config) -> Result<OvsNow, String> {
-    let db = cfg.ovs_rundir.join("db.sock");
+fn read_ovs(cfg: &Config) -> Result<OvsNow, CmdError> {
+    let db = cfg.ovsdb_socket();
     let client = Client::start(Remote::Unix(db.clone()), ClientOptions::default());
     client
         .wait_connected(Duration::from_secs(5))
@@ -225,7 +226,12 @@ fn read_ovs(cfg: &Config) -> Result<OvsNow, String> {
     let view = read_bridge(&client, &cfg.bridge);
     drop(client);
     Ok(match view {
-        Some(v) => (v.ports, v.external_ids, crate::flows::dump(cfg)?, None),
+        Some(v) => (
+            v.ports,
+            v.external_ids,
+            crate::openflow::dump::dump_all(&cfg.openflow_socket())?,
+            None,
+        ),
         None => (
             Vec::new(),
             BTreeMap::new(),
@@ -239,7 +245,7 @@ fn read_ovs(cfg: &Config) -> Result<OvsNow, String> {
 }
 
 /// Work out the plan. Reads only.
-pub fn compute(cfg: &Config) -> Result<Plan, String> {
+pub fn compute(cfg: &Config) -> Result<Plan, CmdError> {
     let stores = load(cfg)?;
     let (ports, ids, current, bridge_line) = read_ovs(cfg)?;
     let mut plan = Plan {
@@ -492,26 +498,26 @@ pub fn parse_flags(args: &[String]) -> (bool, Vec<String>) {
     )
 }
 
-/// The command: text (or JSON) and the exit code.
-pub fn run(cfg: &Config, json: bool) -> (String, u8) {
-    match compute(cfg) {
-        Ok(p) => {
-            let code = if p.is_empty() {
-                EXIT_NOTHING
-            } else {
-                EXIT_PENDING
-            };
-            let text = if json {
-                let mut t = serde_json::to_string_pretty(&p).unwrap_or_else(|_| "{}".into());
-                t.push('\n');
-                t
-            } else {
-                render(&p)
-            };
-            (text, code)
-        }
-        Err(e) => (format!("tether plan: {e}\n"), 1),
-    }
+/// The command: the plan as text (or JSON) and its exit code.
+pub fn main(args: &[String], out: &mut dyn std::io::Write) -> Result<u8, CmdError> {
+    let (json, rest) = parse_flags(args);
+    let cfg = load_config(&rest)?;
+    crate::logging::init("warn");
+    let p = compute(&cfg)?;
+    let code = if p.is_empty() {
+        EXIT_NOTHING
+    } else {
+        EXIT_PENDING
+    };
+    let text = if json {
+        let mut t = serde_json::to_string_pretty(&p).unwrap_or_else(|_| "{}".into());
+        t.push('\n');
+        t
+    } else {
+        render(&p)
+    };
+    let _ = out.write_all(text.as_bytes());
+    Ok(code)
 }
 
 #[cfg(test)]

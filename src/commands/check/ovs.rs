@@ -7,7 +7,7 @@ use super::*;
 pub(super) fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) -> Option<Arc<Client>> {
     // Long on purpose: The OVS checks in the order `tether check` prints them; each uses
     // what the one before found (socket, then client, then bridge).
-    let db = cfg.ovs_rundir.join("db.sock");
+    let db = cfg.ovsdb_socket();
     let fix_db = format!(
         "start Open vSwitch (systemctl start openvswitch-switch) or point --ovs-rundir at the directory holding db.sock (now {})",
         cfg.ovs_rundir.display()
@@ -100,7 +100,7 @@ pub(super) fn check_ovs(cfg: &Config, out: &mut Vec<Finding>) -> Option<Arc<Clie
         ));
     }
     out.extend(preflight::datapath(&cfg.bridge, &dp, &cfg.datapath_type));
-    let mgmt = cfg.ovs_rundir.join(format!("{}.mgmt", cfg.bridge));
+    let mgmt = cfg.openflow_socket();
     if !missing.is_empty() {
         return Some(client);
     }

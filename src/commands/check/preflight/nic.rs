@@ -4,7 +4,7 @@
 //! addresses that expire keep being renewed after the takeover ("lifetimes"). Pure: plain
 //! facts in, findings out.
 
-use crate::config::check::{Finding, Level, bad, ok};
+use crate::commands::check::finding::{Finding, Level, bad, ok};
 use crate::hostnet::Manager;
 use crate::netlink::{Addr, is_link_local, uplink_name};
 

@@ -9,93 +9,56 @@
 //! failed; a bad configuration is caught before (2). Reads only: it never creates the
 //! bridge or a port.
 
-use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 mod externalnode;
+mod finding;
 mod ovs;
+pub mod preflight;
 mod source;
 
 use externalnode::check_external_node;
 use ovs::check_ovs;
 use source::check_source;
 
-use super::{Config, Input, preflight};
+pub use finding::{Finding, Level, report};
+use finding::{bad, ok};
+
+use super::{CmdError, load_config};
+use crate::config::{Config, Input};
 use crate::k8s::{self, Kind, KubeError};
 use crate::netlink::Links;
 use crate::ovsdb::{Client, ClientOptions, Condition, Datum, Op, Remote};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
-
-/// One finding: what was checked, the outcome, and how to fix it when not `Ok`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub level: Level,
-    pub what: String,
-    pub detail: String,
-    pub fix: Option<String>,
-}
-
-pub(super) fn ok(what: &str, detail: impl Into<String>) -> Finding {
-    Finding {
-        level: Level::Ok,
-        what: what.into(),
-        detail: detail.into(),
-        fix: None,
+/// The command: the configuration's own warnings and notes, then every check; the report
+/// on stdout, exit 1 when something failed.
+pub fn main(args: &[String], out: &mut dyn std::io::Write) -> Result<u8, CmdError> {
+    let cfg = load_config(args)?;
+    // The report goes to stdout; log lines (warnings, or RUST_LOG's) to stderr.
+    crate::logging::init("warn");
+    let mut findings = Vec::new();
+    for w in &cfg.warnings {
+        findings.push(Finding {
+            level: Level::Warn,
+            what: "config".into(),
+            detail: w.clone(),
+            fix: Some("remove or correct the key".into()),
+        });
     }
-}
-
-pub(super) fn bad(
-    level: Level,
-    what: &str,
-    detail: impl Into<String>,
-    fix: impl Into<String>,
-) -> Finding {
-    Finding {
-        level,
-        what: what.into(),
-        detail: detail.into(),
-        fix: Some(fix.into()),
+    for n in &cfg.notes {
+        findings.push(Finding {
+            level: Level::Ok,
+            what: "config".into(),
+            detail: n.clone(),
+            fix: None,
+        });
     }
-}
-
-/// The report text and the exit code.
-pub fn report(findings: &[Finding]) -> (String, u8) {
-    let mut o = String::new();
-    let mut failed = 0;
-    let mut warned = 0;
-    for f in findings {
-        let tag = match f.level {
-            Level::Ok => "ok  ",
-            Level::Warn => {
-                warned += 1;
-                "WARN"
-            }
-            Level::Fail => {
-                failed += 1;
-                "FAIL"
-            }
-        };
-        let _ = writeln!(o, "{tag} {}: {}", f.what, f.detail);
-        if let Some(fix) = &f.fix {
-            let _ = writeln!(o, "     fix: {fix}");
-        }
-    }
-    let _ = writeln!(
-        o,
-        "{} checks: {} failed, {} warnings",
-        findings.len(),
-        failed,
-        warned
-    );
-    (o, u8::from(failed > 0))
+    findings.extend(run(&cfg));
+    let (text, code) = report(&findings);
+    let _ = out.write_all(text.as_bytes());
+    Ok(code)
 }
 
 /// `CAP_NET_ADMIN` (capability 12) in the effective set, from `/proc/self/status`'s
@@ -249,21 +212,5 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&d);
         assert!(probe_writable(&d).is_err());
-    }
-
-    #[test]
-    fn report_counts_and_exit_code() {
-        let f = vec![
-            ok("ovsdb", "/r/db.sock answers"),
-            bad(Level::Warn, "bridge", "br lacks OpenFlow15", "set it"),
-        ];
-        let (text, code) = report(&f);
-        assert_eq!(
-            text,
-            "ok   ovsdb: /r/db.sock answers\nWARN bridge: br lacks OpenFlow15\n     fix: set it\n2 checks: 0 failed, 1 warnings\n"
-        );
-        assert_eq!(code, 0);
-        let (_, code) = report(&[bad(Level::Fail, "x", "y", "z")]);
-        assert_eq!(code, 1);
     }
 }

@@ -184,7 +184,7 @@ fn preview(
     client: Option<&Client>,
     en: &k8s::ExternalNode,
 ) -> Result<crate::controller::externalnode::EnPreview, String> {
-    use crate::plan::dry::{self, DryBridge, DryFlows, DryLinks, Record};
+    use crate::commands::plan::dry::{self, DryBridge, DryFlows, DryLinks, Record};
     let view = client.and_then(|c| crate::ovsdb::read_bridge(c, &cfg.bridge));
     let (ports, ids) = view.map_or_else(Default::default, |v| (v.ports, v.external_ids));
     let rec = Record::default();

@@ -1,0 +1,59 @@
+//! What the daemon (`tether run`) and the commands build alike from a [`Config`]: the
+//! ExternalNode controller's settings and the object source. (The OVS sockets are
+//! `Config`'s own: [`Config::ovsdb_socket`], [`Config::openflow_socket`].) Building them in
+//! one place keeps `plan` and `reset` seeing what `run` sees.
+
+use crossbeam_channel::Sender;
+
+use crate::config::{Config, Input};
+use crate::controller::externalnode::EnConfig;
+use crate::k8s::{self, Kind, KubeError, KubeEvent, Source, SourceConfig, Stores};
+
+/// The ExternalNode controller's part of the configuration.
+pub fn en_config(cfg: &Config) -> EnConfig {
+    EnConfig {
+        node_name: cfg.node_name.clone(),
+        bridge: cfg.bridge.clone(),
+        namespace: cfg.external_node_namespace.clone(),
+        bypass_rules: cfg.policy_bypass_rules.clone(),
+        ovs_rundir: cfg.ovs_rundir.clone(),
+        datapath_type: cfg.datapath_type.clone(),
+        state_dir: Some(cfg.state_dir.clone()),
+    }
+}
+
+/// Start the object source `cfg` names (a kubeconfig, in-cluster, or a manifests
+/// directory), filling `stores` and sending what changes to `events`.
+pub fn start_source(
+    cfg: &Config,
+    stores: &Stores,
+    events: Sender<KubeEvent>,
+) -> Result<Source, KubeError> {
+    let api = |cc: &k8s::ClusterConfig, http: k8s::HttpConfig| {
+        let client = k8s::Client::new(cc, http)?;
+        let sc = SourceConfig {
+            node_name: cfg.node_name.clone(),
+            external_node_namespace: cfg.external_node_namespace.clone(),
+            kinds: Kind::ALL.to_vec(),
+            watch: k8s::WatchConfig::default(),
+        };
+        Source::start_api(client, sc, stores.clone(), events.clone())
+    };
+    match &cfg.source {
+        Input::Manifests(dir) => Source::start_manifests(
+            k8s::ManifestsConfig::new(dir.clone(), &cfg.node_name, &cfg.external_node_namespace),
+            stores.clone(),
+            events.clone(),
+        ),
+        Input::Kubeconfig(path) => {
+            let cc = k8s::kubeconfig::load_kubeconfig(path, None)?;
+            let http = k8s::HttpConfig {
+                allow_insecure: cfg.allow_insecure_tls,
+                allow_plain_http: cfg.allow_plain_http,
+                ..Default::default()
+            };
+            api(&cc, http)
+        }
+        Input::InCluster => api(&k8s::kubeconfig::in_cluster()?, Default::default()),
+    }
+}
