@@ -19,6 +19,7 @@ pub mod hostnet;
 pub mod k8s;
 pub mod logging;
 pub mod mac;
+pub mod metrics;
 pub mod netlink;
 pub mod notify;
 pub mod openflow;

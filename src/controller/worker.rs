@@ -16,7 +16,7 @@ use super::queue::{Outcome, WorkQueue};
 use super::trafficcontrol::TcController;
 use super::{Bridge, Key};
 use crate::heartbeat::Pulse;
-use crate::status::Metrics;
+use crate::metrics::Metrics;
 
 /// How one sync ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,10 +33,11 @@ use crate::controller::worker::{Controllers, Workers};
 use crate::controller::{Bridge, Flows, Key, LiveBridge, VswitchdDatapath};
 use crate::heartbeat::Heartbeats;
 use crate::k8s::{self, Source, Stores};
+use crate::metrics::Metrics;
 use crate::openflow::{Category, OfFlows, OfFlowsConfig, Owner};
 use crate::ovsdb::{self, BridgeDb, Client, ClientOptions, Remote};
+use crate::status::WatchTracker;
 use crate::status::probe::Probe;
-use crate::status::{Metrics, WatchTracker};
 use crate::{notify, pipeline, status};
 
 /// Flow owner of the pipeline's base flows.

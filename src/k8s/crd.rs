@@ -19,7 +19,6 @@ use std::net::IpAddr;
 use serde::Deserialize;
 
 use super::selector::{LabelSelector, LabelSelectorWire, Labels};
-use super::store::{NoIndex, SelectorIndex};
 use super::types::{Kind, ObjectMeta, Resource, metadata_field};
 use super::validate::{Errors, ValidationError};
 
@@ -284,7 +283,6 @@ struct ErspanWire {
 impl Resource for TrafficControl {
     const KIND: Kind = Kind::TrafficControl;
     type Wire = CrdWire;
-    type Index = SelectorIndex;
 
     fn from_wire(w: CrdWire) -> TrafficControl {
         let spec = spec_wire::<TcSpecWire>(w.spec).and_then(|s| validate_tc_spec(&s));

@@ -19,8 +19,8 @@ use super::crd::{ExternalNode, TrafficControl};
 use super::error::KubeError;
 use super::http::Client;
 use super::manifests::{self, ManifestsConfig};
-use super::store::{Change, Store, Stores};
-use super::types::{Kind, Namespace, Pod, Resource};
+use super::store::{Change, Indexed, Store, Stores};
+use super::types::{Kind, Namespace, Pod};
 use super::watch::{
     BadEvent, Delta, Request, WatchConfig, WatchNext, Watcher, bad_event_identity, decode_event,
     decode_list,
@@ -39,7 +39,7 @@ pub enum KubeEvent {
 }
 
 /// A kind the source can feed: its event wrapper and its store.
-pub trait Watched: Resource {
+pub trait Watched: Indexed {
     fn event(c: Change<Self>) -> KubeEvent;
     fn store(stores: &Stores) -> &Arc<Store<Self>>;
 }

@@ -53,6 +53,27 @@ impl<T: Resource> Change<T> {
     }
 }
 
+/// A kind with a store, and the secondary index its store keeps.
+pub trait Indexed: Resource {
+    type Index: StoreIndex<Self>;
+}
+
+impl Indexed for Pod {
+    type Index = PodIndex;
+}
+
+impl Indexed for Namespace {
+    type Index = NoIndex;
+}
+
+impl Indexed for TrafficControl {
+    type Index = SelectorIndex;
+}
+
+impl Indexed for ExternalNode {
+    type Index = NoIndex;
+}
+
 /// A secondary index maintained under the store's write lock.
 pub trait StoreIndex<T>: Default + Send + Sync + 'static {
     fn insert(&mut self, key: &str, obj: &T);
@@ -226,18 +247,18 @@ impl StoreIndex<TrafficControl> for SelectorIndex {
     }
 }
 
-struct Inner<T: Resource> {
+struct Inner<T: Indexed> {
     objects: HashMap<String, Arc<T>>,
     index: T::Index,
 }
 
 /// The objects of one kind, keyed by `namespace/name`.
-pub struct Store<T: Resource> {
+pub struct Store<T: Indexed> {
     inner: RwLock<Inner<T>>,
     synced: AtomicBool,
 }
 
-impl<T: Resource> Default for Store<T> {
+impl<T: Indexed> Default for Store<T> {
     fn default() -> Self {
         Store {
             inner: RwLock::new(Inner {
@@ -249,13 +270,13 @@ impl<T: Resource> Default for Store<T> {
     }
 }
 
-impl<T: Resource> std::fmt::Debug for Store<T> {
+impl<T: Indexed> std::fmt::Debug for Store<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Store<{}>({} objects)", T::KIND, self.len())
     }
 }
 
-impl<T: Resource> Store<T> {
+impl<T: Indexed> Store<T> {
     pub fn new() -> Store<T> {
         Store::default()
     }

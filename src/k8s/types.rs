@@ -9,7 +9,6 @@ use serde::de::DeserializeOwned;
 
 use super::error::KubeError;
 use super::selector::Labels;
-use super::store::{NoIndex, PodIndex, StoreIndex};
 
 /// `metav1.ObjectMeta`, the fields we use.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -141,13 +140,11 @@ impl fmt::Display for Kind {
     }
 }
 
-/// A kind tether watches: how to decode it and how its store is indexed.
+/// A kind tether watches: how to decode it (its store's index: `store::Indexed`).
 pub trait Resource: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     const KIND: Kind;
     /// The serde form read from JSON; converted (and validated) by [`Resource::from_wire`].
     type Wire: DeserializeOwned;
-    /// Secondary index kept by `Store<Self>`.
-    type Index: StoreIndex<Self>;
 
     fn from_wire(w: Self::Wire) -> Self;
     fn meta(&self) -> &ObjectMeta;
@@ -204,11 +201,10 @@ pub(crate) use metadata_field;
 /// The `Resource` impl of a core kind that is its own wire form (decoded as is, nothing
 /// to validate).
 macro_rules! core_resource {
-    ($t:ty, $kind:expr, $index:ty) => {
+    ($t:ty, $kind:expr) => {
         impl Resource for $t {
             const KIND: Kind = $kind;
             type Wire = $t;
-            type Index = $index;
             fn from_wire(w: $t) -> $t {
                 w
             }
@@ -217,7 +213,7 @@ macro_rules! core_resource {
     };
 }
 
-core_resource!(Pod, Kind::Pod, PodIndex);
+core_resource!(Pod, Kind::Pod);
 
 /// `v1.Namespace`: only metadata (labels feed namespace selectors).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -226,7 +222,7 @@ pub struct Namespace {
     pub metadata: ObjectMeta,
 }
 
-core_resource!(Namespace, Kind::Namespace, NoIndex);
+core_resource!(Namespace, Kind::Namespace);
 
 #[cfg(test)]
 mod tests {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use serde_json::Value;
 use tether::k8s::{
-    BackoffConfig, Client, ClusterConfig, Credentials, HttpConfig, Kind, KubeEvent, Resource,
-    Source, SourceConfig, Store, Stores, WatchConfig,
+    BackoffConfig, Client, ClusterConfig, Credentials, HttpConfig, Kind, KubeEvent, Source,
+    SourceConfig, Store, Stores, WatchConfig,
 };
 
 use super::ApiServer;
@@ -92,7 +92,7 @@ pub fn start_with(
 }
 
 /// key → resourceVersion of a store.
-pub fn store_versions<T: Resource>(s: &Store<T>) -> BTreeMap<String, String> {
+pub fn store_versions<T: tether::k8s::store::Indexed>(s: &Store<T>) -> BTreeMap<String, String> {
     s.list()
         .iter()
         .map(|o| (o.key(), o.meta().resource_version.clone()))

@@ -41,7 +41,6 @@ pub(super) struct InterfaceWire {
 impl Resource for ExternalNode {
     const KIND: Kind = Kind::ExternalNode;
     type Wire = CrdWire;
-    type Index = NoIndex;
 
     fn from_wire(w: CrdWire) -> ExternalNode {
         let spec = spec_wire::<EnSpecWire>(w.spec).and_then(|s| validate_en_spec(&s));
