@@ -49,7 +49,7 @@ use serde_json::Value;
 use sha1::{Digest, Sha1};
 
 use super::crd::{ExternalNode, TrafficControl};
-use super::source::{KindStatus, KubeEvent, StatusMap, Watched, apply_delta, send, set_status};
+use super::feed::{KindStatus, KubeEvent, StatusMap, Watched, apply_delta, send, set_status};
 use super::store::Stores;
 use super::types::{Kind, Namespace, Pod};
 use super::watch::Delta;

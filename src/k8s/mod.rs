@@ -19,6 +19,7 @@
 pub mod backoff;
 pub mod crd;
 pub mod error;
+pub mod feed;
 pub mod http;
 pub mod kubeconfig;
 pub mod manifests;
@@ -36,11 +37,12 @@ pub use crd::{
     NetworkInterface, TcAction, TcDirection, TcPort, TrafficControl, TrafficControlSpec, UdpTunnel,
 };
 pub use error::KubeError;
+pub use feed::{KindStatus, KubeEvent};
 pub use http::{Client, HttpConfig};
 pub use kubeconfig::{ClusterConfig, Credentials};
 pub use manifests::ManifestsConfig;
 pub use selector::{LabelSelector, Labels};
-pub use source::{KindStatus, KubeEvent, Source, SourceConfig};
+pub use source::{Source, SourceConfig};
 pub use store::{Change, Store, Stores};
 pub use types::{Kind, Namespace, ObjectMeta, Pod, PodSpec, Resource};
 pub use validate::{FieldError, ValidationError};
