@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# faults.sh: the fault campaigns of tests/faults.rs (issue 9) against the tether binary and
-# real userspace OVS in private namespaces (root). One result line per campaign:
+# faults.sh: the fault campaigns of tests/faults.rs (docs/reliability.md#fault-campaigns)
+# against the tether binary and real userspace OVS in private namespaces (root). One result
+# line per campaign:
 #   faults vswitchd-kill9: runs=… converged=… reachable=… recover_p50=… recover_max=… over_2000ms=…
 #   faults ovsdb-restart: runs=… converged=… duplicate_rows=0 lost_rows=0 db_…(tether) recover_…
 #   faults api: faults=… changes=… requests=… final_state=equal fresh_start=equal kinds={…}
@@ -8,9 +9,10 @@
 # Tiers:
 #   ./scripts/faults.sh --ci     bounded (well under 3 minutes on 2 cores): 6 vswitchd kills,
 #                                4 ovsdb restarts, 80 API faults, 8 tether kills
-#   ./scripts/faults.sh --full   the issue's counts: 50, 20, 10,000, 100 (the API campaign
-#                                alone takes about two hours: each fault costs tether a
-#                                reconnect with its 0.8 s+ backoff)
+#   ./scripts/faults.sh --full   the full counts (docs/reliability.md#summary): 50, 20,
+#                                10,000, 100 (the API campaign alone takes about two
+#                                hours: each fault costs tether a reconnect with its
+#                                0.8 s+ backoff)
 # Counts can be overridden one by one: FAULTS_VSWITCHD_KILLS, FAULTS_OVSDB_RESTARTS,
 # FAULTS_API_FAULTS, FAULTS_TETHER_KILLS; FAULTS_SEED replays a run's randomness.
 set -euo pipefail

@@ -99,7 +99,7 @@ impl Interfaces {
                 s.pods.insert(format!("{namespace}/{name}"), p.name.clone());
                 // A Pod port's CNI keys are read once, here, except its MAC: at 5,000 Pods
                 // the other keys (container-id, iface-id, ip-address, …) were a third of
-                // every interface store (issue 17's heap profile).
+                // every interface store (docs/design.md#the-interface-store).
                 p.external_ids.retain(|k, _| k == "attached-mac");
             }
             s.by_name

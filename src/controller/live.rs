@@ -1,7 +1,12 @@
 //! The production adapters of the controllers' traits ([`super::traits`]): OVSDB through
 //! [`LiveBridge`], OpenFlow through [`OfFlows`], ovs-vswitchd's control socket through
-//! [`VswitchdDatapath`], systemd-networkd through [`Networkd`]. Each only delegates; the
-//! protocols live in their own modules.
+//! [`VswitchdDatapath`], systemd-networkd through [`Networkd`]; the protocols live in their
+//! own modules. All but `LiveBridge` only delegate. `LiveBridge` keeps the interface store
+//! and rebuilds it only when the OVSDB replica changed, and (built with `keeping`, as the
+//! daemon does) creates the bridge again when OVS lost it. In the daemon the controllers
+//! get `OfFlows` wrapped in `DeferredFlows` (`super::deferred`). Also here, for `tether
+//! reset` on a bridge that does not exist: [`AbsentBridge`] and [`AbsentFlows`], which
+//! report nothing and refuse to create anything.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -87,7 +87,7 @@ fn labels<T>(c: &Change<T>, f: impl Fn(&T) -> &Labels) -> (Option<&Labels>, Opti
 /// their keys over (one bundle), and the losing TC's sync finds nothing left to delete. In
 /// the other order a relabel is a DELETE bundle and then an ADD bundle, and at 5,000 ports
 /// every flow-table commit costs ovs-vswitchd ~25 ms that the next bundle waits for
-/// (issue 17). Every other trigger keeps the keys' own order.
+/// (docs/design.md#the-path-of-one-event). Every other trigger keeps the keys' own order.
 pub fn sync_order(trigger: Trigger<'_>, stores: &Stores, keys: BTreeSet<Key>) -> Vec<Key> {
     let first: BTreeSet<Key> = match trigger {
         Trigger::Kube(KubeEvent::Pod(c)) => {
@@ -171,7 +171,7 @@ pub fn tcs_for_tc(
 /// What a port change is routed on: each Pod's ofport, and a digest of the L2 flows the
 /// ports give. The event loop keeps this between OVSDB updates instead of the previous
 /// interface store: at 5,000 ports two stores alive at once were a fifth of the cold
-/// start's peak heap (issue 17's profile).
+/// start's peak heap (docs/design.md#the-path-of-one-event).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PortView {
     /// `namespace/name` → the Pod port's usable ofport.

@@ -1,7 +1,12 @@
-//! The traits the controllers program through, owned here by their consumer: each is as
-//! narrow as the controllers need, so a recording fake (`crate::testing`) is easy. The
-//! production adapters are in [`super::live`]; the protocol modules (`ovsdb`, `openflow`,
-//! `hostnet`) know nothing of these traits.
+//! The traits the controllers program OVS and the host's network manager through, owned
+//! here by their consumer: each is as narrow as the controllers need, so a fake is easy
+//! (the kernel's links go through `netlink::Links`, which `netlink` owns). The production
+//! adapters are in [`super::live`] (and [`super::deferred`] wraps `Flows` for the first
+//! full sync); `tether plan`'s dry ones in `crate::plan::dry`. Test doubles: the recording
+//! `FakeBridge` and `FakeFlows` in `crate::testing`, a `Datapath` fake in the
+//! ExternalNode tests, and [`NoHostNetwork`] here (also what a controller uses unless told
+//! otherwise). The protocol modules (`ovsdb`, `openflow`, `hostnet`) neither implement nor
+//! import these traits; `live` does that for them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

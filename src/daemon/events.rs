@@ -1,7 +1,16 @@
 //! The daemon's event loop: the one thread that turns what happens (Kubernetes events,
 //! OVSDB updates, OpenFlow reconnects, finished syncs, timers) into work keys — through
-//! `controller::route` — and into start-up's transitions ([`Startup`]). It calls no
-//! controller itself: every sync, including recovery and replay, is a queued key.
+//! `controller::route` — and into start-up's transitions ([`Startup`]). Every sync is a
+//! queued key (the ExternalNode's recovery is its `En` sync; a reconnect queues every
+//! key), but the loop also does OVS I/O itself, on the thread that pings systemd's
+//! watchdog: at READY it flushes the deferred flows (one bundle), sweeps orphaned
+//! TrafficControl ports (`TcController::sweep_orphans`, under the controller's port lock),
+//! deletes the previous round if the flush did not, and writes `roundNum`; it clears
+//! `flow-restore-wait` (then, and after the `En` sync that follows a reconnect once
+//! ready); after an OVSDB reconnect it takes the bridge's OVSDB lock again; after a
+//! `Bridge` sync it writes `roundNum` again. Each of these waits for the OVSDB or OpenFlow
+//! connection thread's reply, bounded by its request timeout. (Diffing the ports after an
+//! OVSDB event reads the interface store, rebuilt from the replica: no request.)
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

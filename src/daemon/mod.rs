@@ -1,11 +1,19 @@
-//! `tether run`: builds the parts and wires them together; it decides nothing itself.
+//! `tether run`: builds the parts and wires them together. It decides only what must be
+//! settled before any controller runs: this run's round (`roundNum` + 1, wrapping to 1);
+//! the deferral scope (with an earlier round on the bridge every flow, the base flows
+//! included, waits for the first full sync; without one all but the ExternalNode's wait,
+//! and the base flows go out at once); and which OVS answers end the start instead of
+//! being retried: a bridge of another datapath type (a configuration error, exit 2) and
+//! the bridge's OVSDB lock held by someone else (exit 1).
 //!
-//! 1. OVS ([`Ovs::connect`]): OVSDB (retrying) → ensure the bridge → this run's flow
-//!    round (`Bridge.external_ids:roundNum` + 1) → OpenFlow → the pipeline's base flows.
+//! 1. OVS ([`Ovs::connect`]): OVSDB (retrying) → the bridge's OVSDB lock → ensure the
+//!    bridge → this run's flow round (`Bridge.external_ids:roundNum` + 1) → OpenFlow →
+//!    the pipeline's base flows.
 //! 2. The Kubernetes source (API or manifests directory) feeding the stores.
 //! 3. The controllers and their workers (`controller::worker`), sharing one queue of
-//!    TrafficControl, L2 and ExternalNode keys; the ExternalNode's first sync recovers
-//!    whatever a crash interrupted.
+//!    TrafficControl, L2, ExternalNode and Bridge keys; no-flood is restored on the
+//!    traffic-control ports, and `L2` and `En` are queued at once (the ExternalNode's
+//!    first sync recovers whatever a crash interrupted).
 //! 4. The event loop ([`events`]): source, OVSDB, OpenFlow and worker events → queue keys
 //!    (through `controller::route`), start-up ([`startup`]) → READY, systemd's watchdog.
 //!

@@ -1,6 +1,7 @@
 //! Start-up milestones, logged as `startup phase=<name> after=<ms>ms` from the start of
-//! `tether run`: where a cold start spends its time (issue 17), for operators and for the
-//! benchmark, which prints them as `tc_cold_start_phase_<name>` lines.
+//! `tether run`: where a cold start spends its time (docs/design.md#start-up), for
+//! operators and for the benchmark, which prints them as `tc_cold_start_phase_<name>`
+//! lines.
 
 use std::time::Instant;
 

@@ -1,10 +1,15 @@
-//! OVSDB (RFC 7047) client for the `Open_vSwitch` database.
+//! OVSDB (RFC 7047) client for the `Open_vSwitch` database, and ovs-vswitchd's control
+//! socket.
 //!
-//! Owns: JSON-RPC framing (`framer`), the datum notation (`datum`), transaction operations
-//! and results (`ops`), message classification (`rpc`), the monitored replica (`replica`),
-//! the connection's owner thread (`conn`, the only file doing I/O) and the bridge API that
-//! controllers use (`bridge`). Does not own: what the ports mean (controllers decide) or
-//! OpenFlow (see `openflow`).
+//! Pure (no I/O): JSON-RPC framing (`framer`), the datum notation (`datum`), transaction
+//! operations and results (`ops`), message classification (`rpc`), the monitored replica
+//! (`replica`), the Port and Interface rows and their ops (`port`), the error type
+//! (`error`). I/O: `conn`, whose owner and reader threads alone touch the OVSDB socket;
+//! `bridgedb` (the bridge API controllers use, [`BridgeDb`]) and `lock` (the bridge's OVSDB
+//! lock), which send their requests through `conn`'s [`Client`] and wait for the reply
+//! (`bridgedb` also reads `/dev/urandom` for a datapath ID); and `unixctl`, one blocking
+//! connection per request to ovs-vswitchd's control socket. Does not own: what the ports
+//! mean (controllers decide) or OpenFlow (see `openflow`).
 
 pub mod bridgedb;
 pub mod conn;

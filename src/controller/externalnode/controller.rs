@@ -51,7 +51,9 @@ pub struct EnController {
     /// The host's network manager, told before a takeover and after a restore.
     hostnet: Arc<dyn HostNetwork>,
     status: Mutex<EnStatus>,
-    /// One operation at a time (sync, recover and replay may come from different threads).
+    /// One operation at a time: `sync` (a worker), `restore_all` (`tether reset`), and the
+    /// test-only `recover` and `replay` all take it, held across their OVSDB, OpenFlow and
+    /// netlink requests (docs/design.md#threads).
     serial: Mutex<()>,
     /// The NIC whose host port got its held configuration back, and until when that stays
     /// authoritative (`held`).

@@ -1,8 +1,10 @@
 //! The step record that makes takeover and restore crash-safe (docs/design.md#crash-safety-the-step-record): before each
 //! step, the controller writes what it is about to do — together with the NIC's captured
 //! MAC, MTU, addresses and routes — as JSON into the Bridge row's external_ids under
-//! [`RECORD_KEY`]. After a crash, `recover()` reads it back and rolls a takeover back, or
-//! finishes a restore. Pure: a [`Record`] to a JSON string and back; no I/O.
+//! [`RECORD_KEY`]. After a crash, the next ExternalNode sync (or `tether reset`'s
+//! `restore_all`) reads it back first (`finish_recorded` in `controller/recover.rs`) and
+//! rolls a takeover back, or finishes a restore. This module is pure: a [`Record`] to a
+//! JSON string and back; no I/O.
 //!
 //! ```text
 //! takeover:  rename ─► ports ─► move ─► flows ─► (record removed: done)

@@ -1,10 +1,14 @@
 //! `TcController::sync(name)`: level-triggered reconciliation of one TrafficControl.
-//! Snapshot (the stores, the interface store) → plan (`plan`: port steps, flows, ports to
-//! release; pure) → apply through the `Bridge` and `Flows` traits: every port to create in
-//! one OVSDB transaction, the ofports of just-created ports in one more (the others come
-//! from the snapshot), no-flood for all at once, and the TC's mark and return flows as ONE
-//! atomic bundle → record what was installed. The controller keeps only that record (per
-//! TC: ports, owner) and errors for status; the truth is the stores and OVSDB.
+//! A TC gone from the store, or invalid, is torn down; a `device` target the host uses is
+//! refused before anything is created (`check_devices`, the rule in `device`). Otherwise:
+//! snapshot (the stores, the interface store) → plan (`plan`: port steps, flows, ports to
+//! release; pure) → apply through the `Bridge` and `Flows` traits, port decisions under
+//! the port lock: every port to create in one OVSDB transaction, the ofports of
+//! just-created ports in one more (the others come from the snapshot), no-flood for all at
+//! once, internal ports brought up, and the TC's mark and return flows as ONE atomic
+//! bundle → record what was installed. The controller keeps only that record (per TC:
+//! ports, effective Pods, flow count), the flow owners' ids, the TCs refused for a tunnel
+//! clash, and errors for status; the truth is the stores and OVSDB.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
