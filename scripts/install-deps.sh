@@ -33,5 +33,19 @@ if (( ! had_policy )); then
   trap 'rm -f "$policy"' EXIT
 fi
 export DEBIAN_FRONTEND=noninteractive
+# A machine whose qemu-utils came from bookworm-backports cannot take bookworm's
+# qemu-system-x86 beside it (that qemu-utils Breaks qemu-system-common < 8.0): qemu then
+# comes from the same backports, through a source list that is here only for this run.
+qemu_bpo=0
+if [[ $(dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null || true) == *~bpo12* ]]; then
+  qemu_bpo=1
+  bpo=/etc/apt/sources.list.d/tether-install-deps-backports.list
+  echo "deb http://deb.debian.org/debian bookworm-backports main" >"$bpo"
+  trap 'rm -f "$bpo"; ((had_policy)) || rm -f "$policy"' EXIT
+  PKGS=("${PKGS[@]/qemu-system-x86/}")
+fi
 apt-get update
-apt-get install -y --no-install-recommends "${PKGS[@]}"
+apt-get install -y --no-install-recommends ${PKGS[@]}
+if ((qemu_bpo)); then
+  apt-get install -y --no-install-recommends -t bookworm-backports qemu-system-x86
+fi

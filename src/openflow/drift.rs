@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 
-use super::backend::{Shared, State};
 use super::consts::FlowModCommand;
 use super::dump::{dumped_flows, flow_dump_request};
 use super::flow::{Category, OWNER_MASK, Owner, ROUND_MASK, cookie};
 use super::flowmod::{FlowDesc, FlowMod};
 use super::monitor::{self, Notice, Update};
+use super::shared::{Shared, State};
 use super::{Flow, Instruction, Match, OfError};
 
 /// Quiet time after the last update before the suspects are read back: a `del-flows`

@@ -1,5 +1,4 @@
-//! The flow-carrying message bodies of OpenFlow 1.5: `FLOW_MOD` (§7.3.4), `BUNDLE_CONTROL`
-//! and `BUNDLE_ADD_MESSAGE` (§7.3.9), and the multipart flow-description and
+//! The flow-carrying message bodies of OpenFlow 1.5: `FLOW_MOD` (§7.3.4) and the multipart flow-description and
 //! port-description requests and replies (§7.3.5.2, §7.3.5.7) used to read state back.
 
 use std::sync::Arc;
@@ -7,11 +6,9 @@ use std::sync::Arc;
 use super::WireError;
 use super::action::{Instruction, decode_instructions, encode_instructions};
 use super::codec::{Reader, Writer, pad8};
-use super::consts::{
-    BundleCtrlType, FlowModCommand, GROUP_ANY, MultipartType, NO_BUFFER, TABLE_ALL, port,
-};
-use super::msg::{Msg, Port};
+use super::consts::{FlowModCommand, GROUP_ANY, MultipartType, NO_BUFFER, TABLE_ALL, port};
 use super::oxm::Match;
+use super::port::Port;
 
 /// `ofp_flow_mod` (OF1.5 §7.3.4.1), 48 bytes before the match.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,87 +108,6 @@ impl FlowMod {
             importance,
             match_,
             instructions,
-        })
-    }
-}
-
-/// `ofp_bundle_ctrl_msg` (OF1.5 §7.3.9.1); properties kept raw.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BundleControl {
-    pub bundle_id: u32,
-    pub type_: BundleCtrlType,
-    pub flags: u16,
-    pub properties: Vec<u8>,
-}
-
-impl BundleControl {
-    pub fn new(bundle_id: u32, type_: BundleCtrlType, flags: u16) -> BundleControl {
-        BundleControl {
-            bundle_id,
-            type_,
-            flags,
-            properties: Vec::new(),
-        }
-    }
-
-    pub fn encode(&self, w: &mut Writer<'_>) {
-        w.u32(self.bundle_id);
-        w.u16(self.type_.0);
-        w.u16(self.flags);
-        w.bytes(&self.properties);
-    }
-
-    pub fn decode(r: &mut Reader<'_>) -> Result<BundleControl, WireError> {
-        Ok(BundleControl {
-            bundle_id: r.u32("bundle_id")?,
-            type_: BundleCtrlType(r.u16("bundle control type")?),
-            flags: r.u16("bundle flags")?,
-            properties: r.bytes(r.remaining(), "bundle properties")?.to_vec(),
-        })
-    }
-}
-
-/// `ofp_bundle_add_msg` (OF1.5 §7.3.9.6): a whole message inside, whose xid must equal the
-/// outer one (OVS answers `OFPBFC_MSG_BAD_XID` otherwise). Bytes after the inner message
-/// (padding and properties) are kept raw.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BundleAdd {
-    pub bundle_id: u32,
-    pub flags: u16,
-    pub msg: Box<Msg>,
-    pub properties: Vec<u8>,
-}
-
-impl BundleAdd {
-    pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
-        w.u32(self.bundle_id);
-        w.zeros(2);
-        w.u16(self.flags);
-        self.msg.encode(w.out)?;
-        w.bytes(&self.properties);
-        Ok(())
-    }
-
-    pub fn decode(r: &mut Reader<'_>) -> Result<BundleAdd, WireError> {
-        let bundle_id = r.u32("bundle_id")?;
-        r.skip(2, "bundle add padding")?;
-        let flags = r.u16("bundle flags")?;
-        let head = r.rest();
-        if head.len() < 4 {
-            return Err(WireError::Truncated {
-                what: "bundled message header",
-                need: 4,
-                have: head.len(),
-            });
-        }
-        let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
-        let inner = r.bytes(len, "bundled message")?;
-        let msg = Box::new(Msg::decode(inner)?);
-        Ok(BundleAdd {
-            bundle_id,
-            flags,
-            msg,
-            properties: r.bytes(r.remaining(), "bundle add properties")?.to_vec(),
         })
     }
 }

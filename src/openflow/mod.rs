@@ -20,8 +20,8 @@
 
 pub mod action;
 pub mod backend;
-mod batch;
 pub mod codec;
+mod commit;
 pub mod conn;
 pub mod consts;
 mod drift;
@@ -32,8 +32,12 @@ pub mod flowset;
 pub mod liveness;
 pub mod monitor;
 pub mod msg;
+mod noflood;
 pub mod ofctl;
 pub mod oxm;
+pub mod port;
+mod replay;
+mod shared;
 
 use std::fmt;
 

@@ -1,16 +1,20 @@
 //! OpenFlow messages: the 8-byte header (OF1.5 §7.1.1), framing, and every message tether
 //! sends or must understand, for OpenFlow 1.5 (flows, bundles, multipart) and OpenFlow 1.0
-//! (the no-flood `PORT_MOD` and the `FEATURES_REPLY` port list it needs). Flow mods,
-//! bundles and multipart bodies live in [`super::flowmod`]. Pure: bytes in, values out.
+//! (the no-flood `PORT_MOD` and the `FEATURES_REPLY` port list it needs), and the bundle
+//! messages, which carry a whole message (§7.3.9). Flow mods and multipart bodies live in
+//! [`super::flowmod`], the port description in [`super::port`]. Pure: bytes in, values out.
 //!
 //! A message type this module does not model decodes as [`Body::Other`] and encodes back
 //! byte for byte; whether to accept it is the connection's decision.
 
 use super::WireError;
 use super::codec::{Reader, Writer, pad8};
-use super::consts::{ErrorType, HelloElemType, MsgType, MsgType10, Version, error_name};
-use super::flowmod::{BundleAdd, BundleControl, FlowMod, MultipartReply, MultipartRequest};
+use super::consts::{
+    BundleCtrlType, ErrorType, HelloElemType, MsgType, MsgType10, Version, error_name,
+};
+use super::flowmod::{FlowMod, MultipartReply, MultipartRequest};
 use super::oxm::Mac;
+pub use super::port::{Port, port_name, port_name_field};
 
 /// The OpenFlow header is 8 bytes: version, type, length, xid (OF1.5 §7.1.1).
 pub const HEADER_LEN: usize = 8;
@@ -162,36 +166,11 @@ pub struct PortMod10 {
     pub advertise: u32,
 }
 
-/// OF1.5 `ofp_port` (§7.2.1): fixed 40 bytes, then properties (kept raw).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Port {
-    pub port_no: u32,
-    pub hw_addr: Mac,
-    pub name: [u8; 16],
-    pub config: u32,
-    pub state: u32,
-    pub properties: Vec<u8>,
-}
-
 /// OF1.5 `ofp_port_status` (§7.4.3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortStatus {
     pub reason: u8,
     pub port: Port,
-}
-
-/// A NUL-padded port name as text.
-pub fn port_name(raw: &[u8; 16]) -> String {
-    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..end]).into_owned()
-}
-
-/// A port name as its NUL-padded 16-byte field (longer names are cut, as OVS does).
-pub fn port_name_field(name: &str) -> [u8; 16] {
-    let mut a = [0u8; 16];
-    let n = name.len().min(15);
-    a[..n].copy_from_slice(&name.as_bytes()[..n]);
-    a
 }
 
 impl Body {
@@ -533,39 +512,83 @@ fn decode_features10(r: &mut Reader<'_>) -> Result<FeaturesReply10, WireError> {
     })
 }
 
-impl Port {
-    pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
-        let start = w.pos();
-        w.u32(self.port_no);
-        let mark = w.reserve_len_from(start);
-        w.zeros(2);
-        w.bytes(&self.hw_addr);
-        w.zeros(2);
-        w.bytes(&self.name);
-        w.u32(self.config);
-        w.u32(self.state);
+/// `ofp_bundle_ctrl_msg` (OF1.5 §7.3.9.1); properties kept raw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BundleControl {
+    pub bundle_id: u32,
+    pub type_: BundleCtrlType,
+    pub flags: u16,
+    pub properties: Vec<u8>,
+}
+
+impl BundleControl {
+    pub fn new(bundle_id: u32, type_: BundleCtrlType, flags: u16) -> BundleControl {
+        BundleControl {
+            bundle_id,
+            type_,
+            flags,
+            properties: Vec::new(),
+        }
+    }
+
+    pub fn encode(&self, w: &mut Writer<'_>) {
+        w.u32(self.bundle_id);
+        w.u16(self.type_.0);
+        w.u16(self.flags);
         w.bytes(&self.properties);
-        w.patch_len(mark)?;
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<BundleControl, WireError> {
+        Ok(BundleControl {
+            bundle_id: r.u32("bundle_id")?,
+            type_: BundleCtrlType(r.u16("bundle control type")?),
+            flags: r.u16("bundle flags")?,
+            properties: r.bytes(r.remaining(), "bundle properties")?.to_vec(),
+        })
+    }
+}
+
+/// `ofp_bundle_add_msg` (OF1.5 §7.3.9.6): a whole message inside, whose xid must equal the
+/// outer one (OVS answers `OFPBFC_MSG_BAD_XID` otherwise). Bytes after the inner message
+/// (padding and properties) are kept raw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BundleAdd {
+    pub bundle_id: u32,
+    pub flags: u16,
+    pub msg: Box<Msg>,
+    pub properties: Vec<u8>,
+}
+
+impl BundleAdd {
+    pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
+        w.u32(self.bundle_id);
+        w.zeros(2);
+        w.u16(self.flags);
+        self.msg.encode(w.out)?;
+        w.bytes(&self.properties);
         Ok(())
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<Port, WireError> {
-        let port_no = r.u32("port_no")?;
-        let len = usize::from(r.u16("port length")?);
-        if len < 40 {
-            return Err(WireError::BadLength { what: "port", len });
+    pub fn decode(r: &mut Reader<'_>) -> Result<BundleAdd, WireError> {
+        let bundle_id = r.u32("bundle_id")?;
+        r.skip(2, "bundle add padding")?;
+        let flags = r.u16("bundle flags")?;
+        let head = r.rest();
+        if head.len() < 4 {
+            return Err(WireError::Truncated {
+                what: "bundled message header",
+                need: 4,
+                have: head.len(),
+            });
         }
-        let mut b = r.sub(len - 6, "port")?;
-        b.skip(2, "port padding")?;
-        let hw_addr = b.array("hw_addr")?;
-        b.skip(2, "port padding")?;
-        Ok(Port {
-            port_no,
-            hw_addr,
-            name: b.array("port name")?,
-            config: b.u32("config")?,
-            state: b.u32("state")?,
-            properties: b.rest().to_vec(),
+        let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
+        let inner = r.bytes(len, "bundled message")?;
+        let msg = Box::new(Msg::decode(inner)?);
+        Ok(BundleAdd {
+            bundle_id,
+            flags,
+            msg,
+            properties: r.bytes(r.remaining(), "bundle add properties")?.to_vec(),
         })
     }
 }

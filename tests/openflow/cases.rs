@@ -15,12 +15,12 @@ use tether::openflow::consts::{
 };
 use tether::openflow::flow::{Category, Flow, cookie};
 use tether::openflow::flowmod::{
-    BundleAdd, BundleControl, FlowDesc, FlowDescRequest, FlowMod, MultipartReply,
-    MultipartReplyBody, MultipartRequest, MultipartRequestBody,
+    FlowDesc, FlowDescRequest, FlowMod, MultipartReply, MultipartReplyBody, MultipartRequest,
+    MultipartRequestBody,
 };
 use tether::openflow::msg::{
-    Body, ErrorMsg, FeaturesReply, FeaturesReply10, Hello, Msg, PhyPort10, Port, PortMod10,
-    PortStatus, port_name_field,
+    Body, BundleAdd, BundleControl, ErrorMsg, FeaturesReply, FeaturesReply10, Hello, Msg,
+    PhyPort10, Port, PortMod10, PortStatus, port_name_field,
 };
 use tether::openflow::oxm::{MatchField, values};
 
