@@ -10,7 +10,7 @@
 //! `delete`, which record watch events like the real server does.
 //!
 //! Where tether could notice, it behaves like kube-apiserver (cited per item in
-//! `serve.rs`): keep-alive connections (Go's net/http serves many requests per
+//! `serve.rs`, `http.rs`, `selectors.rs` and `list_watch.rs`): keep-alive connections (Go's net/http serves many requests per
 //! connection); watch streams that end when the client goes away; bookmarks about once a
 //! minute plus one 2 s before the watch's deadline (the watch cache's cadence; tests that
 //! want them faster set [`Options::bookmark_every`]); the real BOOKMARK object shape;
@@ -28,6 +28,9 @@
 pub mod certs;
 pub mod client;
 pub mod fixtures;
+mod http;
+mod list_watch;
+mod selectors;
 mod serve;
 
 pub use certs::Certs;
