@@ -134,7 +134,7 @@ mod tests {
         let hb = Arc::new(Heartbeats::default());
         let t0 = Instant::now();
         let a = hb.register("manifests", Duration::from_secs(60), t0);
-        let _b = hb.register("tc-worker-0", Duration::from_secs(120), t0);
+        let _b = hb.register("sync-worker-0", Duration::from_secs(120), t0);
         // Idle for an hour: fine.
         assert!(hb.stuck(t0 + Duration::from_secs(3600)).is_empty());
         hb.set("manifests", true, t0);
@@ -151,9 +151,9 @@ mod tests {
             hb.stuck(Instant::now() + Duration::from_secs(1000))
                 .is_empty()
         );
-        hb.set("tc-worker-0", true, t0);
+        hb.set("sync-worker-0", true, t0);
         assert_eq!(hb.stuck(t0 + Duration::from_secs(121)).len(), 1);
-        hb.remove("tc-worker-0");
+        hb.remove("sync-worker-0");
         assert!(hb.stuck(t0 + Duration::from_secs(1000)).is_empty());
     }
 }

@@ -29,4 +29,5 @@ pub mod status;
 pub mod sys;
 #[cfg(any(test, feature = "test-hooks"))]
 pub mod testing;
+pub mod unixctl;
 pub mod wiring;

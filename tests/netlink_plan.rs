@@ -5,8 +5,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use tether::netlink::{
-    Addr, Call, FakeLinks, LinkChange, LinkError, Links, Plan, Prefix, Route, RouteProtocol, Scope,
-    apply, apply_best_effort, capture, plan_move,
+    Addr, Call, FakeLinks, LinkChange, LinkError, Links, MovePlan, Prefix, Route, RouteProtocol,
+    Scope, apply, apply_best_effort, capture, plan_move,
 };
 
 fn ip(s: &str) -> IpAddr {
@@ -81,7 +81,7 @@ fn without_rename_labels(mut s: Snapshot) -> Snapshot {
     s
 }
 
-fn lines(plan: &Plan) -> Vec<String> {
+fn lines(plan: &MovePlan) -> Vec<String> {
     plan.steps.iter().map(|s| s.to_string()).collect()
 }
 
@@ -582,7 +582,7 @@ fn link_holding_finds_the_owner() {
     assert_eq!(f.link_holding(ip("192.0.2.99")).unwrap(), None);
 }
 
-fn one_route_plan(prefsrc: &str) -> (FakeLinks, Plan) {
+fn one_route_plan(prefsrc: &str) -> (FakeLinks, MovePlan) {
     let f = FakeLinks::new();
     let i = f.add_link("eth1", MAC, 1500, true);
     let mut r = Route::new(Prefix::new(ip("2001:db8:3::"), 48), i);
@@ -592,7 +592,7 @@ fn one_route_plan(prefsrc: &str) -> (FakeLinks, Plan) {
         link: "eth1".into(),
         action: LinkChange::AddRoute(r),
     };
-    (f, Plan { steps: vec![step] })
+    (f, MovePlan { steps: vec![step] })
 }
 
 #[test]

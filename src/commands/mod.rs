@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use crate::config::{self, Config, SETTINGS};
 
 pub mod check;
+pub mod dry;
 pub mod flows;
 pub mod plan;
 pub mod reset;

@@ -17,7 +17,7 @@ use super::interfaces::Interfaces;
 use super::traits::{Bridge, Datapath, Flows, HostNetwork};
 use crate::hostnet::{HostNetError, Networkd};
 use crate::openflow::{Flow, OfError, OfFlows, Owner};
-use crate::ovsdb::{self, BridgeDb, OvsdbError, PortSpec, Uuid};
+use crate::ovsdb::{BridgeDb, OvsdbError, PortSpec, Uuid};
 
 /// The daemon's bridge: [`BridgeDb`] plus an interface store rebuilt only when the OVSDB
 /// replica changed (every TC sync reads it; at 5,000 ports a rebuild per read would
@@ -164,16 +164,16 @@ impl VswitchdDatapath {
     pub fn new(rundir: &std::path::Path, datapath_type: &str) -> VswitchdDatapath {
         VswitchdDatapath {
             rundir: rundir.to_path_buf(),
-            datapath: ovsdb::unixctl::datapath_name(datapath_type).to_string(),
+            datapath: crate::unixctl::datapath_name(datapath_type).to_string(),
         }
     }
 }
 
 impl Datapath for VswitchdDatapath {
     fn delete_interface(&self, name: &str) -> Result<bool, String> {
-        let ctl = ovsdb::unixctl::Unixctl::for_daemon(&self.rundir, "ovs-vswitchd")
+        let ctl = crate::unixctl::Unixctl::for_daemon(&self.rundir, "ovs-vswitchd")
             .map_err(|e| e.to_string())?;
-        ovsdb::unixctl::delete_dp_interface(&ctl, &self.datapath, name).map_err(|e| e.to_string())
+        crate::unixctl::delete_dp_interface(&ctl, &self.datapath, name).map_err(|e| e.to_string())
     }
 }
 

@@ -1,5 +1,5 @@
 //! The sync workers: each takes a key off the shared queue, runs the key's controller,
-//! turns the result into a [`Verdict`] (logging a permanent error once while it stays the
+//! turns the result into a [`SyncEnd`] (logging a permanent error once while it stays the
 //! same), tells the queue whether to retry, and reports the sync as a [`Done`] to whoever
 //! listens (the daemon's start-up and its flow-restore-wait handling).
 
@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 
 /// How one sync ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum SyncEnd {
     Synced,
     /// Failed; the queue retries it with backoff.
     Retry,
@@ -32,7 +32,7 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Done {
     pub key: Key,
-    pub verdict: Verdict,
+    pub ended: SyncEnd,
     pub started: Instant,
 }
 
@@ -78,21 +78,21 @@ impl Workers {
             let Some(key) = self.queue.get() else { break };
             pulse.busy();
             let started = Instant::now();
-            let verdict = self.sync(&key);
+            let ended = self.sync(&key);
             // The ExternalNode may ask to be looked at again by itself: after a put-back of
             // its host port's configuration, what else changes it comes with no event.
             let again = match key {
                 Key::En => self.controllers.en.recheck_after(),
                 _ => None,
             };
-            self.finish(key, verdict, started);
+            self.finish(key, ended, started);
             if let Some(d) = again {
                 self.queue.add_after(Key::En, d);
             }
         }
     }
 
-    fn sync(&self, key: &Key) -> Verdict {
+    fn sync(&self, key: &Key) -> SyncEnd {
         let c = &self.controllers;
         match key {
             Key::Tc(name) => {
@@ -122,29 +122,29 @@ impl Workers {
         }
     }
 
-    fn finish(&self, key: Key, verdict: Verdict, started: Instant) {
+    fn finish(&self, key: Key, ended: SyncEnd, started: Instant) {
         self.metrics
-            .record_sync(key.kind(), verdict == Verdict::Synced, started.elapsed());
-        let outcome = match verdict {
-            Verdict::Retry => Outcome::Failure,
-            Verdict::Synced | Verdict::Skipped => Outcome::Success,
+            .record_sync(key.kind(), ended == SyncEnd::Synced, started.elapsed());
+        let outcome = match ended {
+            SyncEnd::Retry => Outcome::Failure,
+            SyncEnd::Synced | SyncEnd::Skipped => Outcome::Success,
         };
         self.queue.done(key.clone(), outcome);
         // Nobody listening (stopping): nothing to tell.
         let _ = self.done.send(Done {
             key,
-            verdict,
+            ended,
             started,
         });
     }
 
     /// Log a sync's result. A permanent error is logged once while it stays the same.
-    fn report<E: Display>(&self, who: &str, result: Result<(), E>, permanent: bool) -> Verdict {
+    fn report<E: Display>(&self, who: &str, result: Result<(), E>, permanent: bool) -> SyncEnd {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(()) => {
                 reported.remove(who);
-                Verdict::Synced
+                SyncEnd::Synced
             }
             Err(e) if permanent => {
                 let text = e.to_string();
@@ -154,12 +154,12 @@ impl Workers {
                     log::warn!("{who} skipped until the object changes: {text}");
                     reported.insert(who.to_string(), text);
                 }
-                Verdict::Skipped
+                SyncEnd::Skipped
             }
             Err(e) => {
                 reported.remove(who);
                 log::warn!("{who} sync failed (retrying with backoff): {e}");
-                Verdict::Retry
+                SyncEnd::Retry
             }
         }
     }

@@ -24,7 +24,7 @@ use crate::controller::deferred::DeferredFlows;
 use crate::controller::queue::WorkQueue;
 use crate::controller::route::{PortView, Trigger, route, sync_order};
 use crate::controller::trafficcontrol::TcController;
-use crate::controller::worker::{Done, Verdict};
+use crate::controller::worker::{Done, SyncEnd};
 use crate::controller::{Bridge, Key};
 use crate::heartbeat::Heartbeats;
 use crate::k8s::{Kind, KubeEvent, Source, Stores};
@@ -210,7 +210,7 @@ impl EventLoop {
     }
 
     fn on_done(&mut self, done: &Done) {
-        if done.key == Key::Bridge && done.verdict == Verdict::Synced && self.startup.is_ready() {
+        if done.key == Key::Bridge && done.ended == SyncEnd::Synced && self.startup.is_ready() {
             // A bridge made again has none of tether's external_ids: this run's round.
             let round = self.p.ovs.round.to_string();
             if let Err(e) = self

@@ -351,7 +351,7 @@ fn start_workers(
     (0..TC_WORKERS)
         .map(|i| {
             let w = workers.clone();
-            let name = format!("tc-worker-{i}");
+            let name = format!("sync-worker-{i}");
             let pulse = heartbeats.register(&name, WORKER_DEADLINE, Instant::now());
             std::thread::Builder::new()
                 .name(name)

@@ -8,7 +8,7 @@
 //! `Listing`: the source is filling the stores; events are routed as always, but READY
 //! must not come before every kind is in (the ExternalNode controller itself refuses to
 //! read "not listed yet" as "deleted"). `Syncing`: every key was queued once; each key leaves `left` when a sync of it
-//! that started after `since` ends, whatever its verdict (a failing key is retried with
+//! that started after `since` ends, however it ended (a failing key is retried with
 //! backoff, but it must not hold READY back forever). `Ready`: the daemon flushes the
 //! deferred flows, sweeps orphaned ports, clears flow-restore-wait and notifies systemd —
 //! once; events no longer change the state.
@@ -93,12 +93,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::controller::worker::Verdict;
+    use crate::controller::worker::SyncEnd;
 
     fn done(key: Key, started: Instant) -> Done {
         Done {
             key,
-            verdict: Verdict::Synced,
+            ended: SyncEnd::Synced,
             started,
         }
     }
@@ -122,10 +122,10 @@ mod tests {
         );
         assert!(!s.listing());
         assert_eq!(s.synced(&done(Key::L2, t1)), Next::Nothing);
-        // A retried key counts once its first sync ended, whatever the verdict.
+        // A retried key counts once its first sync ended, however it ended.
         let failed = Done {
             key: Key::Tc("a".into()),
-            verdict: Verdict::Retry,
+            ended: SyncEnd::Retry,
             started: t1,
         };
         assert_eq!(s.synced(&failed), Next::Nothing);

@@ -56,7 +56,7 @@ use std::time::Duration;
 #[cfg(any(test, feature = "test-hooks"))]
 pub use fake::{Call, FakeLinks};
 pub use moving::{
-    Applied, ApplyError, LinkChange, LinkStep, NicConfig, Plan, StepError, TENTATIVE_RETRIES,
+    Applied, ApplyError, LinkChange, LinkStep, MovePlan, NicConfig, StepError, TENTATIVE_RETRIES,
     TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move, plan_sysctls,
     plan_uplink_ipv6_off, read_sysctls,
 };

@@ -3,7 +3,7 @@
 //! Three parts, so the interesting one is pure:
 //! 1. [`capture`] reads a link's configuration through [`Links`]. Call it BEFORE the link
 //!    goes down: a link going down loses its IPv6 addresses and every non-kernel route.
-//! 2. [`plan_move`] turns a captured [`NicConfig`] into an ordered [`Plan`] of [`LinkStep`]s,
+//! 2. [`plan_move`] turns a captured [`NicConfig`] into an ordered [`MovePlan`] of [`LinkStep`]s,
 //!    without touching anything (table-tested).
 //! 3. [`apply`] runs a plan; on the first failure it undoes, newest first, every step that
 //!    changed something and reports the failure together with every undo error.
@@ -27,7 +27,7 @@
 //! `tentative` (DAD): such a route step is retried for up to 5 s ([`TENTATIVE_RETRIES`]).
 //!
 //! "Already there" is success for an add and "not there" is success for a delete; such
-//! steps changed nothing and are not undone. The inverse of a plan ([`Plan::inverse`]) is
+//! steps changed nothing and are not undone. The inverse of a plan ([`MovePlan::inverse`]) is
 //! every step inverted, in reverse order: an exact undo while both links exist.
 //!
 //! One thing a rollback cannot re-create exactly: IPv4 labels the kernel invented. Renaming
@@ -122,7 +122,7 @@ pub fn read_sysctls(links: &dyn Links, dev: &str) -> Result<Vec<(DevSysctl, Stri
 /// Steps giving `to` the sysctls of `cfg` where its `current` ones differ; a key `to`
 /// does not have is skipped. They go before the addresses (a disabled IPv6 would refuse
 /// them).
-pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)]) -> Plan {
+pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)]) -> MovePlan {
     let steps = cfg
         .sysctls
         .iter()
@@ -140,7 +140,7 @@ pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)])
             })
         })
         .collect();
-    Plan { steps }
+    MovePlan { steps }
 }
 
 /// The step that turns IPv6 off on the uplink while the datapath holds it, if it is on.
@@ -149,7 +149,7 @@ pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)])
 /// still sends from the uplink (router and neighbour solicitations, MLD reports) while
 /// the datapath takes everything it receives. The NIC's own value is in the takeover
 /// record and goes back with it (`plan_sysctls` on the way back).
-pub fn plan_uplink_ipv6_off(uplink: &Link, current: &[(DevSysctl, String)]) -> Plan {
+pub fn plan_uplink_ipv6_off(uplink: &Link, current: &[(DevSysctl, String)]) -> MovePlan {
     let key = DevSysctl::Ipv6DisableIpv6;
     let steps = current
         .iter()
@@ -167,7 +167,7 @@ pub fn plan_uplink_ipv6_off(uplink: &Link, current: &[(DevSysctl, String)]) -> P
         })
         .into_iter()
         .collect();
-    Plan { steps }
+    MovePlan { steps }
 }
 
 /// One change to one link.
@@ -308,14 +308,14 @@ impl fmt::Display for LinkStep {
 
 /// An ordered list of steps.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct MovePlan {
     pub steps: Vec<LinkStep>,
 }
 
-impl Plan {
+impl MovePlan {
     /// Every step inverted, last first.
-    pub fn inverse(&self) -> Plan {
-        Plan {
+    pub fn inverse(&self) -> MovePlan {
+        MovePlan {
             steps: self.steps.iter().rev().map(LinkStep::inverse).collect(),
         }
     }
@@ -325,7 +325,7 @@ impl Plan {
 /// when that link still exists. `to` is the target's current state: only an MTU that
 /// differs and a link that is down produce steps. The same function restores: capture the
 /// target, then plan from it back to the NIC.
-pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> Plan {
+pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> MovePlan {
     let mut steps = Vec::new();
     if to.mtu != cfg.mtu {
         steps.push(LinkStep::new(
@@ -369,7 +369,7 @@ pub fn plan_move(cfg: &NicConfig, from: Option<&Link>, to: &Link) -> Plan {
     for r in &routes {
         steps.push(LinkStep::new(to, LinkChange::AddRoute(route_on(r, to))));
     }
-    Plan { steps }
+    MovePlan { steps }
 }
 
 /// IPv4 in captured order, then IPv6 reversed (module doc, step 3).
@@ -508,7 +508,7 @@ impl fmt::Display for ApplyError {
 impl std::error::Error for ApplyError {}
 
 /// Run `plan` all-or-nothing (see the module doc).
-pub fn apply(links: &dyn Links, plan: &Plan) -> Result<Applied, ApplyError> {
+pub fn apply(links: &dyn Links, plan: &MovePlan) -> Result<Applied, ApplyError> {
     let mut changed = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
         match step.run(links) {
@@ -535,7 +535,7 @@ pub fn apply(links: &dyn Links, plan: &Plan) -> Result<Applied, ApplyError> {
 }
 
 /// Run every step of `plan` whatever fails; Err lists every failed step.
-pub fn apply_best_effort(links: &dyn Links, plan: &Plan) -> Result<Applied, Vec<StepError>> {
+pub fn apply_best_effort(links: &dyn Links, plan: &MovePlan) -> Result<Applied, Vec<StepError>> {
     let mut changed = Vec::new();
     let mut errors = Vec::new();
     for step in &plan.steps {

@@ -100,7 +100,7 @@ pub struct FlowSet {
 
 /// What to send for one owner and the state to record once it is on the switch.
 #[derive(Debug)]
-pub struct Plan {
+pub struct OwnerPlan {
     pub owner: Owner,
     /// Flow mods in sending order: deletes, then modifies, then adds.
     pub mods: Vec<FlowMod>,
@@ -118,7 +118,7 @@ pub struct Undo {
     taken: Vec<(Owner, FlowKey, FlowValue)>,
 }
 
-impl Plan {
+impl OwnerPlan {
     pub fn is_empty(&self) -> bool {
         self.mods.is_empty()
     }
@@ -212,7 +212,7 @@ impl FlowSet {
     /// merged; two different flows with one key, or a key another owner holds, is an error.
     /// Takes `&mut self` only to share instruction lists ([`FlowSet::intern`]); the
     /// installed flows do not change until [`FlowSet::commit`].
-    pub fn plan_apply(&mut self, owner: Owner, flows: Vec<Flow>) -> Result<Plan, OfError> {
+    pub fn plan_apply(&mut self, owner: Owner, flows: Vec<Flow>) -> Result<OwnerPlan, OfError> {
         let mut next = FlowMap::with_capacity_and_hasher(flows.len(), FxBuild::default());
         // With no other owner there is nobody to conflict with: skip hashing every key twice.
         let others = self.owners.keys().any(|o| *o != owner);
@@ -269,7 +269,7 @@ impl FlowSet {
         // A taken-over key is not in `old`, so it is an ADD: OF1.5 §6.4 replaces the
         // existing entry with the same match and priority, cookie included.
         mods.append(&mut adds);
-        Ok(Plan {
+        Ok(OwnerPlan {
             owner,
             mods,
             next,
@@ -278,7 +278,7 @@ impl FlowSet {
     }
 
     /// The mods that remove every flow of `owner`.
-    pub fn plan_remove(&self, owner: Owner) -> Plan {
+    pub fn plan_remove(&self, owner: Owner) -> OwnerPlan {
         let ck = self.cookie(owner);
         let mods = self
             .owners
@@ -289,7 +289,7 @@ impl FlowSet {
                     .collect()
             })
             .unwrap_or_default();
-        Plan {
+        OwnerPlan {
             owner,
             mods,
             next: FlowMap::default(),
@@ -299,7 +299,7 @@ impl FlowSet {
 
     /// Record a plan before the switch has it, returning what puts the set back if the
     /// switch refuses it ([`FlowSet::undo`]; undo in the reverse order of the commits).
-    pub fn commit_undoable(&mut self, plan: Plan) -> Undo {
+    pub fn commit_undoable(&mut self, plan: OwnerPlan) -> Undo {
         let owner = plan.owner;
         let taken = plan
             .taken
@@ -316,7 +316,7 @@ impl FlowSet {
 
     /// Put back what [`FlowSet::commit_undoable`] changed.
     pub fn undo(&mut self, u: Undo) {
-        self.commit(Plan {
+        self.commit(OwnerPlan {
             owner: u.owner,
             mods: Vec::new(),
             next: u.prev,
@@ -356,7 +356,7 @@ impl FlowSet {
     }
 
     /// Record a plan the switch accepted.
-    pub fn commit(&mut self, plan: Plan) {
+    pub fn commit(&mut self, plan: OwnerPlan) {
         let owner = plan.owner;
         for (other, key) in &plan.taken {
             // The previous holder forgets the key, so its next apply cannot delete it. Its

@@ -1,6 +1,6 @@
 //! The OVSDB connection: the only code that reads or writes the OVSDB socket (`bridgedb`
-//! and `lock` send their requests through [`Client`]; `unixctl` talks to ovs-vswitchd's
-//! own control socket).
+//! and `lock` send their requests through [`Client`]; `crate::unixctl` talks to
+//! ovs-vswitchd's own control socket).
 //!
 //! One owner thread per connection holds the socket's write side, the table of pending
 //! requests and the replica; a reader thread per session only turns bytes into messages

@@ -1,5 +1,4 @@
-//! OVSDB (RFC 7047) client for the `Open_vSwitch` database, and ovs-vswitchd's control
-//! socket.
+//! OVSDB (RFC 7047) client for the `Open_vSwitch` database.
 //!
 //! Pure (no I/O): JSON-RPC framing (`framer`), the datum notation (`datum`), transaction
 //! operations and results (`ops`), message classification (`rpc`), the monitored replica
@@ -7,9 +6,9 @@
 //! (`error`). I/O: `conn`, whose owner and reader threads alone touch the OVSDB socket;
 //! `bridgedb` (the bridge API controllers use, [`BridgeDb`]) and `lock` (the bridge's OVSDB
 //! lock), which send their requests through `conn`'s [`Client`] and wait for the reply
-//! (`bridgedb` also reads `/dev/urandom` for a datapath ID); and `unixctl`, one blocking
-//! connection per request to ovs-vswitchd's control socket. Does not own: what the ports
-//! mean (controllers decide) or OpenFlow (see `openflow`).
+//! (`bridgedb` also reads `/dev/urandom` for a datapath ID). Does not own: what the ports
+//! mean (controllers decide), OpenFlow (see `openflow`) or ovs-vswitchd's control socket
+//! (`crate::unixctl`, which borrows `framer`).
 
 pub mod bridgedb;
 pub mod conn;
@@ -21,7 +20,6 @@ pub mod ops;
 pub mod port;
 pub mod replica;
 pub mod rpc;
-pub mod unixctl;
 
 pub use bridgedb::{BridgeDb, BridgeView, normalized_datapath, read_bridge};
 pub use conn::{Client, ClientOptions, DbEvent, Remote};

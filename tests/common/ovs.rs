@@ -46,7 +46,7 @@ pub fn kernel_datapath() -> bool {
 
 /// `netdev@ovs-netdev` or `system@ovs-system`, as `dpctl/*` names the datapath.
 pub fn dpctl_name() -> &'static str {
-    tether::ovsdb::unixctl::datapath_name(datapath())
+    tether::unixctl::datapath_name(datapath())
 }
 
 #[derive(Clone, Debug, Default)]

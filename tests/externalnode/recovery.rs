@@ -167,7 +167,7 @@ fn unixctl_removes_a_datapath_port() {
     if !privileged("unixctl_removes_a_datapath_port") {
         return;
     }
-    use tether::ovsdb::unixctl::{Unixctl, delete_dp_interface, parse_dpctl_show};
+    use tether::unixctl::{Unixctl, delete_dp_interface, parse_dpctl_show};
     let sb = Sandbox::start();
     sb.add_bridge("br-int");
     sb.add_internal_port("br-int", "p1", &[]);

@@ -184,10 +184,10 @@ fn preview(
     client: Option<&Client>,
     en: &k8s::ExternalNode,
 ) -> Result<crate::controller::externalnode::EnPreview, String> {
-    use crate::commands::plan::dry::{self, DryBridge, DryFlows, DryLinks, Record};
+    use crate::commands::dry::{self, DryBridge, DryFlows, DryLinks, Recorder};
     let view = client.and_then(|c| crate::ovsdb::read_bridge(c, &cfg.bridge));
     let (ports, ids) = view.map_or_else(Default::default, |v| (v.ports, v.external_ids));
-    let rec = Record::default();
+    let rec = Recorder::default();
     let real = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
     let links = Arc::new(DryLinks {
         real,

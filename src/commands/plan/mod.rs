@@ -1,15 +1,13 @@
 //! `tether plan`: what `tether run` would change right now, changing nothing. It loads the
 //! objects from the same source (`run`'s source code, stopped once every kind is listed),
 //! reads OVSDB, the switch's flows and the kernel, and runs the controllers' own syncs
-//! against backends that read for real and record every write ([`dry`]). The ExternalNode
+//! against backends that read for real and record every write (`commands::dry`). The ExternalNode
 //! is previewed by its controller's own snapshot and plan (`EnController::preview`). The
-//! difference is printed as data ([`Plan`]): ports, link changes, ExternalNode steps, and
+//! difference is printed as data ([`Pending`]): ports, link changes, ExternalNode steps, and
 //! flows to add or delete in ovs-ofctl syntax.
 //!
 //! Exit codes: 0 nothing to do, 3 changes pending, 1 could not read what it needs, 2 bad
 //! usage or configuration.
-
-pub mod dry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -17,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::dry::{self, DryBridge, DryFlows, DryLinks, PortChange, Recorder};
 use super::{CmdError, load_config};
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
@@ -32,7 +31,6 @@ use crate::openflow::ofctl::format_flow;
 use crate::openflow::{Category, Flow, Owner};
 use crate::ovsdb::{Client, ClientOptions, PortData, Remote, read_bridge};
 use crate::pipeline::externalnode::{bypass_flows, uplink_pair_flows};
-use dry::{DryBridge, DryFlows, DryLinks, PortChange, Record};
 
 pub const EXIT_NOTHING: u8 = 0;
 pub const EXIT_PENDING: u8 = 3;
@@ -54,7 +52,7 @@ pub struct FlowLine {
 
 /// What `run` would change.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Plan {
+pub struct Pending {
     /// `create bridge …` when it does not exist.
     pub bridge: Option<String>,
     pub ports: Vec<String>,
@@ -68,7 +66,7 @@ pub struct Plan {
     pub problems: Vec<String>,
 }
 
-impl Plan {
+impl Pending {
     pub fn is_empty(&self) -> bool {
         self.bridge.is_none()
             && self.ports.is_empty()
@@ -245,14 +243,14 @@ fn read_ovs(cfg: &Config) -> Result<OvsNow, CmdError> {
 }
 
 /// Work out the plan. Reads only.
-pub fn compute(cfg: &Config) -> Result<Plan, CmdError> {
+pub fn compute(cfg: &Config) -> Result<Pending, CmdError> {
     let stores = load(cfg)?;
     let (ports, ids, current, bridge_line) = read_ovs(cfg)?;
-    let mut plan = Plan {
+    let mut plan = Pending {
         bridge: bridge_line,
-        ..Plan::default()
+        ..Pending::default()
     };
-    let rec = Record::default();
+    let rec = Recorder::default();
     let bridge: Arc<dyn Bridge> = Arc::new(DryBridge::new(ports.clone(), ids, rec.clone()));
     let flows: Arc<dyn Flows> = Arc::new(DryFlows(rec.clone()));
     let rtnl = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
@@ -299,7 +297,7 @@ pub fn compute(cfg: &Config) -> Result<Plan, CmdError> {
 
 /// The ExternalNode's part, rendered from its controller's own decision: steps (with the
 /// configuration that would move), its ports and its pair flows recorded in `rec`.
-fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Record, plan: &mut Plan) {
+fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Recorder, plan: &mut Pending) {
     let steps = &mut plan.externalnode;
     if let Some(r) = &p.recorded {
         steps.push(format!("finish or roll back the recorded step first: {r}"));
@@ -431,7 +429,7 @@ fn labeller(stores: &Stores, ports: &[PortData]) -> impl Fn(Owner) -> String {
 }
 
 /// The plan as text.
-pub fn render(p: &Plan) -> String {
+pub fn render(p: &Pending) -> String {
     let mut s = String::new();
     let section = |s: &mut String, title: &str, lines: &[String]| {
         if !lines.is_empty() {

@@ -46,14 +46,14 @@ fn flows_diff_by_owner_and_text() {
 
 #[test]
 fn render_lists_each_part_and_the_total() {
-    let p = Plan {
+    let p = Pending {
         ports: vec!["create port tap0 (type internal)".into()],
         add: vec![FlowLine {
             owner: "trafficcontrol mirror".into(),
             flow: "table=3, priority=200,in_port=1 actions=goto_table:4".into(),
         }],
         new_ofports: BTreeMap::from([(60_000, "tap0".into())]),
-        ..Plan::default()
+        ..Pending::default()
     };
     assert_eq!(
         render(&p),
@@ -68,6 +68,6 @@ new ports' ofports (OVS assigns the real numbers):
 changes pending: 1 port, 0 link, 0 externalnode, 1 flows to add, 0 to delete
 "
     );
-    assert!(render(&Plan::default()).starts_with("nothing to do"));
-    assert!(Plan::default().is_empty());
+    assert!(render(&Pending::default()).starts_with("nothing to do"));
+    assert!(Pending::default().is_empty());
 }

@@ -70,7 +70,7 @@ pub enum BridgeFate {
 
 /// What reset changes on the bridge once every NIC is back.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub struct Cleanup {
     /// tether's ports (uuid, name).
     pub ports: Vec<(Uuid, String)>,
     /// The distinct tether cookies on the switch, each deleted exactly.
@@ -82,7 +82,7 @@ pub struct Plan {
     pub bridge: BridgeFate,
 }
 
-impl Plan {
+impl Cleanup {
     pub fn is_empty(&self) -> bool {
         self.ports.is_empty()
             && self.cookies.is_empty()
@@ -96,7 +96,7 @@ impl Plan {
 const KEYS: [&str; 3] = ["roundNum", RECORD_KEY, CREATED_KEY];
 
 /// Plan step 3 from the bridge (after the NICs are back) and its flows.
-pub fn plan(view: &BridgeView, bridge: &str, flows: &[FlowDesc], delete_bridge: bool) -> Plan {
+pub fn plan(view: &BridgeView, bridge: &str, flows: &[FlowDesc], delete_bridge: bool) -> Cleanup {
     let ours = |p: &crate::ovsdb::PortData| {
         matches!(
             p.external_ids.get("antrea-type").map(String::as_str),
@@ -149,7 +149,7 @@ pub fn plan(view: &BridgeView, bridge: &str, flows: &[FlowDesc], delete_bridge: 
             .chain(view.external_ids.keys().filter(|k| held(k)).cloned())
             .collect()
     };
-    Plan {
+    Cleanup {
         ports,
         cookies,
         flows: n,
@@ -329,7 +329,7 @@ fn restore_nics(
 
 /// Step 3: carry out `p`.
 fn carry_out(
-    p: &Plan,
+    p: &Cleanup,
     bridge: &str,
     db: BridgeDb,
     of: Arc<OfFlows>,

@@ -68,7 +68,7 @@ fn plans_exactly_what_is_tethers() {
     let flows = [flow(base), flow(base), flow(tc), flow(0), flow(0x99)];
     assert_eq!(
         plan(&v, "br-int", &flows, true),
-        Plan {
+        Cleanup {
             ports: vec![(uuid(2), "tap0".into())],
             cookies: vec![base, tc],
             flows: 3,

@@ -37,7 +37,7 @@ pub fn open_vswitch(client: &Client, rundir: &Path) -> Option<OvsRow> {
     let appctl = if column.is_some_and(|v| !v.trim().is_empty()) {
         None
     } else {
-        crate::ovsdb::unixctl::Unixctl::for_daemon(rundir, "ovs-vswitchd")
+        crate::unixctl::Unixctl::for_daemon(rundir, "ovs-vswitchd")
             .and_then(|u| u.call("version", &[]))
             .ok()
     };

@@ -454,7 +454,7 @@ impl EnController {
                     Ok(current) => plan_sysctls(&rec.config, &l, &current),
                     Err(e) => {
                         log::warn!("externalnode cannot read the sysctls of {}: {e}", l.name);
-                        crate::netlink::Plan::default()
+                        crate::netlink::MovePlan::default()
                     }
                 };
                 plan.steps.extend(plan_move(&rec.config, None, &l).steps);

@@ -8,7 +8,7 @@
 //! `DeleteDPInterface`; docs/antrea-compat.md#removing-a-lingering-datapath-port) — OVS
 //! sometimes keeps an internal netdev busy after its port is deleted, and then the NIC's
 //! old name stays taken. The parser of `dpctl/show` is pure ([`parse_dpctl_show`]). Does
-//! not own: OVSDB (see `conn`).
+//! not own: OVSDB (`ovsdb`), whose JSON stream framing it borrows (`ovsdb::framer`).
 //!
 //! The userspace datapath is `netdev@ovs-netdev`, the kernel one `system@ovs-system`;
 //! Antrea only ever asks `ovs-system`, which does not exist on a netdev bridge.
@@ -20,8 +20,50 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::OvsdbError;
-use super::framer::Framer;
+use crate::ovsdb::OvsdbError;
+use crate::ovsdb::framer::Framer;
+
+/// Why a control-socket command did not give its output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnixctlError {
+    /// The pid file or the socket could not be read or reached.
+    Io { path: String, error: String },
+    /// The daemon closed the connection before its reply.
+    Closed { path: String },
+    /// No reply within the command's timeout.
+    Timeout { method: String, ms: u64 },
+    /// The reply is not the protocol's JSON-RPC (or grew past the reply cap).
+    Protocol(String),
+    /// The daemon ran the command and it failed: its error text.
+    Failed { method: String, error: String },
+}
+
+impl std::fmt::Display for UnixctlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnixctlError::Io { path, error } => write!(f, "control socket {path}: {error}"),
+            UnixctlError::Closed { path } => {
+                write!(f, "control socket {path}: closed before the reply")
+            }
+            UnixctlError::Timeout { method, ms } => {
+                write!(f, "ovs-appctl {method}: no reply within {ms} ms")
+            }
+            UnixctlError::Protocol(m) => write!(f, "control socket protocol error: {m}"),
+            UnixctlError::Failed { method, error } => {
+                write!(f, "ovs-appctl {method} failed: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for UnixctlError {}
+
+/// The framer's complaints (bad JSON, a reply over the cap).
+impl From<OvsdbError> for UnixctlError {
+    fn from(e: OvsdbError) -> UnixctlError {
+        UnixctlError::Protocol(e.to_string())
+    }
+}
 
 /// How long one command may take.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,14 +95,14 @@ impl Unixctl {
 
     /// The socket of the running `daemon` (e.g. `ovs-vswitchd`) in `rundir`, found through
     /// its pid file as `ovs-appctl -t <daemon>` finds it.
-    pub fn for_daemon(rundir: &Path, daemon: &str) -> Result<Unixctl, OvsdbError> {
+    pub fn for_daemon(rundir: &Path, daemon: &str) -> Result<Unixctl, UnixctlError> {
         let pidfile = rundir.join(format!("{daemon}.pid"));
-        let text = std::fs::read_to_string(&pidfile).map_err(|e| OvsdbError::Io {
-            remote: pidfile.display().to_string(),
+        let text = std::fs::read_to_string(&pidfile).map_err(|e| UnixctlError::Io {
+            path: pidfile.display().to_string(),
             error: format!("cannot read pid file: {e}"),
         })?;
-        let pid: u32 = text.trim().parse().map_err(|_| OvsdbError::Io {
-            remote: pidfile.display().to_string(),
+        let pid: u32 = text.trim().parse().map_err(|_| UnixctlError::Io {
+            path: pidfile.display().to_string(),
             error: format!("pid file holds {:?}, not a pid", text.trim()),
         })?;
         Ok(Unixctl::at(rundir.join(format!("{daemon}.{pid}.ctl"))))
@@ -70,11 +112,11 @@ impl Unixctl {
         &self.path
     }
 
-    /// Run one command; its text output, or `Rpc` with the daemon's error text.
-    pub fn call(&self, method: &str, params: &[&str]) -> Result<String, OvsdbError> {
-        let remote = self.path.display().to_string();
-        let io = |e: std::io::Error| OvsdbError::Io {
-            remote: remote.clone(),
+    /// Run one command; its text output, or `Failed` with the daemon's error text.
+    pub fn call(&self, method: &str, params: &[&str]) -> Result<String, UnixctlError> {
+        let path = self.path.display().to_string();
+        let io = |e: std::io::Error| UnixctlError::Io {
+            path: path.clone(),
             error: e.to_string(),
         };
         let mut s = UnixStream::connect(&self.path).map_err(io)?;
@@ -89,7 +131,7 @@ impl Unixctl {
                 return decode_reply(method, &v);
             }
             let n = match s.read(&mut buf) {
-                Ok(0) => return Err(OvsdbError::Disconnected),
+                Ok(0) => return Err(UnixctlError::Closed { path }),
                 Ok(n) => n,
                 Err(e)
                     if matches!(
@@ -97,7 +139,7 @@ impl Unixctl {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(OvsdbError::Timeout {
+                    return Err(UnixctlError::Timeout {
                         method: method.to_string(),
                         ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
                     });
@@ -114,21 +156,21 @@ pub fn encode_request(id: u64, method: &str, params: &[&str]) -> String {
     json!({"id": id, "method": method, "params": params}).to_string()
 }
 
-/// A reply's text: `result` when `error` is null, else `Rpc` carrying the error text.
-pub fn decode_reply(method: &str, v: &Value) -> Result<String, OvsdbError> {
+/// A reply's text: `result` when `error` is null, else `Failed` carrying the error text.
+pub fn decode_reply(method: &str, v: &Value) -> Result<String, UnixctlError> {
     match v.get("error") {
         None | Some(Value::Null) => match v.get("result") {
             Some(Value::String(s)) => Ok(s.clone()),
             Some(Value::Null) | None => Ok(String::new()),
-            Some(other) => Err(OvsdbError::Protocol(format!(
+            Some(other) => Err(UnixctlError::Protocol(format!(
                 "unixctl {method}: result is not a string: {other}"
             ))),
         },
-        Some(Value::String(e)) => Err(OvsdbError::Rpc {
+        Some(Value::String(e)) => Err(UnixctlError::Failed {
             method: method.to_string(),
             error: e.trim_end().to_string(),
         }),
-        Some(other) => Err(OvsdbError::Rpc {
+        Some(other) => Err(UnixctlError::Failed {
             method: method.to_string(),
             error: other.to_string(),
         }),
@@ -152,14 +194,18 @@ pub fn parse_dpctl_show(text: &str) -> Vec<(u32, String)> {
 /// Remove `name` from the datapath if it is still there: `dpctl/show <dp>`, then
 /// `dpctl/del-if <dp> <name>`. Ok(true) when a port was removed, Ok(false) when there was
 /// none (or it vanished meanwhile: "No such device").
-pub fn delete_dp_interface(ctl: &Unixctl, datapath: &str, name: &str) -> Result<bool, OvsdbError> {
+pub fn delete_dp_interface(
+    ctl: &Unixctl,
+    datapath: &str,
+    name: &str,
+) -> Result<bool, UnixctlError> {
     let shown = ctl.call("dpctl/show", &[datapath])?;
     if !parse_dpctl_show(&shown).iter().any(|(_, n)| n == name) {
         return Ok(false);
     }
     match ctl.call("dpctl/del-if", &[datapath, name]) {
         Ok(_) => Ok(true),
-        Err(OvsdbError::Rpc { error, .. }) if error.contains("No such device") => Ok(false),
+        Err(UnixctlError::Failed { error, .. }) if error.contains("No such device") => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -182,7 +228,7 @@ mod tests {
         let err = json!({"id": 0, "result": null, "error": "opening datapath ovs-system failed (No such file or directory)\n"});
         assert_eq!(
             decode_reply("dpctl/show", &err).unwrap_err(),
-            OvsdbError::Rpc {
+            UnixctlError::Failed {
                 method: "dpctl/show".into(),
                 error: "opening datapath ovs-system failed (No such file or directory)".into()
             }
@@ -190,7 +236,7 @@ mod tests {
         let bad = json!({"id": 0, "result": 5, "error": null});
         assert!(matches!(
             decode_reply("x", &bad),
-            Err(OvsdbError::Protocol(_))
+            Err(UnixctlError::Protocol(_))
         ));
     }
 

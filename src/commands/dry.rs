@@ -1,6 +1,10 @@
-//! The controllers' backends for `tether plan`: every read goes to the real OVSDB replica
-//! and kernel, every write is recorded instead of made. The controllers run their own
-//! code against these, so the plan is what `run` would do, not a second model of it.
+//! Dry backends for the controllers, shared by `tether plan` and `tether check`: the
+//! bridge answers from a snapshot of its ports and `external_ids` read from OVSDB once
+//! (plus what the run itself would create or delete), the kernel's links are read live,
+//! and every write — ports, link changes, flows, a datapath interface's removal — is
+//! recorded in a [`Recorder`] instead of made; OpenFlow is never touched (flows are what
+//! each owner would hold). The controllers run their own code against these, so the plan
+//! is what `run` would do, not a second model of it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -54,9 +58,9 @@ struct Recorded {
 
 /// The shared record of one plan.
 #[derive(Clone, Default)]
-pub struct Record(Arc<Mutex<Recorded>>);
+pub struct Recorder(Arc<Mutex<Recorded>>);
 
-impl Record {
+impl Recorder {
     fn lock(&self) -> MutexGuard<'_, Recorded> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -127,11 +131,15 @@ fn kind_text(k: &PortKind) -> (String, BTreeMap<String, String>) {
 pub struct DryBridge {
     ports: Vec<PortData>,
     external_ids: BTreeMap<String, String>,
-    rec: Record,
+    rec: Recorder,
 }
 
 impl DryBridge {
-    pub fn new(ports: Vec<PortData>, external_ids: BTreeMap<String, String>, rec: Record) -> Self {
+    pub fn new(
+        ports: Vec<PortData>,
+        external_ids: BTreeMap<String, String>,
+        rec: Recorder,
+    ) -> Self {
         DryBridge {
             ports,
             external_ids,
@@ -224,7 +232,7 @@ impl Bridge for DryBridge {
 }
 
 /// Flows: what each owner would hold.
-pub struct DryFlows(pub Record);
+pub struct DryFlows(pub Recorder);
 
 impl Flows for DryFlows {
     fn apply(&self, owner: Owner, flows: Vec<Flow>) -> Result<(), OfError> {
@@ -250,7 +258,7 @@ impl Flows for DryFlows {
 /// as an up link of that name, so a controller waiting for its netdev goes on.
 pub struct DryLinks<L> {
     pub real: L,
-    pub rec: Record,
+    pub rec: Recorder,
 }
 
 impl<L: Links> DryLinks<L> {
@@ -368,7 +376,7 @@ impl<L: Links> Links for DryLinks<L> {
 
 /// The datapath: removing a port that lingers in it is recorded, never done (a live
 /// `dpctl/del-if` would change the switch).
-pub struct DryDatapath(pub Record);
+pub struct DryDatapath(pub Recorder);
 
 impl Datapath for DryDatapath {
     fn delete_interface(&self, name: &str) -> Result<bool, String> {
@@ -387,7 +395,7 @@ pub fn en_controller(
     bridge: Arc<dyn Bridge>,
     flows: Arc<dyn Flows>,
     links: Arc<dyn Links + Send + Sync>,
-    rec: &Record,
+    rec: &Recorder,
 ) -> EnController {
     EnController::new(
         crate::wiring::en_config(cfg),
