@@ -379,7 +379,7 @@ impl<L: Links> Links for DryLinks<L> {
 pub struct DryDatapath(pub Recorder);
 
 impl Datapath for DryDatapath {
-    fn delete_interface(&self, name: &str) -> Result<bool, String> {
+    fn delete_interface(&self, name: &str) -> Result<bool, crate::unixctl::UnixctlError> {
         self.0.link(format!(
             "remove {name} from the datapath if it lingers there"
         ));

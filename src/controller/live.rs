@@ -170,10 +170,9 @@ impl VswitchdDatapath {
 }
 
 impl Datapath for VswitchdDatapath {
-    fn delete_interface(&self, name: &str) -> Result<bool, String> {
-        let ctl = crate::unixctl::Unixctl::for_daemon(&self.rundir, "ovs-vswitchd")
-            .map_err(|e| e.to_string())?;
-        crate::unixctl::delete_dp_interface(&ctl, &self.datapath, name).map_err(|e| e.to_string())
+    fn delete_interface(&self, name: &str) -> Result<bool, crate::unixctl::UnixctlError> {
+        let ctl = crate::unixctl::Unixctl::for_daemon(&self.rundir, "ovs-vswitchd")?;
+        crate::unixctl::delete_dp_interface(&ctl, &self.datapath, name)
     }
 }
 

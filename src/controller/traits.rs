@@ -111,7 +111,7 @@ pub trait Flows: Send + Sync {
 /// OpenFlow.
 pub trait Datapath: Send + Sync {
     /// Remove `name` from the datapath if it outlived its OVSDB port; Ok(true) if removed.
-    fn delete_interface(&self, name: &str) -> Result<bool, String>;
+    fn delete_interface(&self, name: &str) -> Result<bool, crate::unixctl::UnixctlError>;
 }
 
 /// The three points of a takeover at which the host's network manager is told

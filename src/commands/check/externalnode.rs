@@ -29,7 +29,7 @@ pub(super) fn check_external_node(
             out.push(bad(
                 Level::Warn,
                 what,
-                format!("{key}: cannot preview tether run's decision: {e}"),
+                format!("{key}: cannot preview tether run's decision: netlink: {e}"),
                 "run tether check as root",
             ));
             return;
@@ -183,12 +183,12 @@ fn preview(
     cfg: &Config,
     client: Option<&Client>,
     en: &k8s::ExternalNode,
-) -> Result<crate::controller::externalnode::EnPreview, String> {
+) -> Result<crate::controller::externalnode::EnPreview, crate::netlink::LinkError> {
     use crate::commands::dry::{self, DryBridge, DryFlows, DryLinks, Recorder};
     let view = client.and_then(|c| crate::ovsdb::read_bridge(c, &cfg.bridge));
     let (ports, ids) = view.map_or_else(Default::default, |v| (v.ports, v.external_ids));
     let rec = Recorder::default();
-    let real = crate::netlink::Rtnl::connect().map_err(|e| format!("netlink: {e}"))?;
+    let real = crate::netlink::Rtnl::connect()?;
     let links = Arc::new(DryLinks {
         real,
         rec: rec.clone(),

@@ -204,9 +204,9 @@ impl EnController {
         );
         self.datapath
             .delete_interface(nic)
-            .map_err(|error| EnError::Datapath {
+            .map_err(|e| EnError::Datapath {
                 nic: nic.to_string(),
-                error,
+                error: e.to_string(),
             })?;
         links
             .wait_gone(nic)

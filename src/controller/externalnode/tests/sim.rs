@@ -196,7 +196,7 @@ pub(super) struct FakeDatapath {
 }
 
 impl Datapath for FakeDatapath {
-    fn delete_interface(&self, name: &str) -> Result<bool, String> {
+    fn delete_interface(&self, name: &str) -> Result<bool, crate::unixctl::UnixctlError> {
         self.calls.lock().unwrap().push(name.to_string());
         let links = &self.sim.links;
         if self.sim.lingering.lock().unwrap().remove(name) {
