@@ -1,4 +1,4 @@
-//! Benchmark group `externalnode` (scripts/bench.sh), issue 7:
+//! Benchmark group `externalnode` (scripts/bench.sh), docs/design.md#benchmarks:
 //! - `en_takeover_to_ping`: the ExternalNode appears → the takeover is done and the VM
 //!   answers IPv4 ping through OVS;
 //! - `en_delete_to_restored`: the ExternalNode is deleted → the NIC is plain again and

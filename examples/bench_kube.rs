@@ -8,14 +8,14 @@
 //! Baseline, measured the same way in the same run: a naive client that GETs the same
 //! pages over the same ureq/TLS stack and keeps every Pod as a `serde_json::Value` (what
 //! caching whole objects costs), so the ratio shows what typed decoding of only the fields
-//! we use buys. Goal (issue 4): ≤ 1 s.
+//! we use buys. Goal: ≤ 1 s.
 //!
 //! And what one VM costs the API server at steady state (`kube_steady_*`): one ExternalNode,
 //! 10 TrafficControls, 5 Pods, nothing changing, the test API server at kube-apiserver's
 //! cadence (a bookmark a minute on idle watches; each watch ends at its `timeoutSeconds`),
 //! for `BENCH_KUBE_STEADY_SECS` (default 600, 0 skips it) after the first lists, scaled to
 //! an hour: requests (LISTs and WATCHes), bytes the VM received (counted by a TCP relay
-//! in front of the server) and relists. Goal (issue 17): 0 relists, no periodic LIST. No
+//! in front of the server) and relists. Goal: 0 relists, no periodic LIST. No
 //! baseline: this is the figure that sizes how many VMs one cluster carries.
 
 #[path = "../tests/apiserver/mod.rs"]

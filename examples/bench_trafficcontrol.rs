@@ -1,5 +1,4 @@
-//! Benchmark group `trafficcontrol` (scripts/bench.sh), docs/design.md#benchmarks and
-//! issue 6:
+//! Benchmark group `trafficcontrol` (scripts/bench.sh), docs/design.md#benchmarks:
 //! - cold start of the `tether` binary (release) with 1,000 TCs × 5,000 Pods (`type=dummy`
 //!   ports) from a manifests dir, until the first full sync is done and every mark flow is
 //!   on the switch; baseline: `ovs-ofctl --bundle add-flows` of the same flows;

@@ -1,4 +1,4 @@
-//! The bad-input catalogue (issue 9, part 2): every input tether reads from outside —
+//! The bad-input catalogue (docs/reliability.md#bad-input-catalogue): every input tether reads from outside —
 //! TrafficControl and ExternalNode objects, label selectors, policy bypass rules, `tether
 //! run` flags and config files, kubeconfigs, manifest files, watch-stream lines, OVSDB
 //! JSON-RPC bytes and OpenFlow messages — fed values out of range, of the wrong shape, in

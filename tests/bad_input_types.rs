@@ -1,4 +1,4 @@
-//! Type errors inside a spec name the field (issue 9: "a clear error naming the object and
+//! Type errors inside a spec name the field (docs/reliability.md#bad-input-catalogue: "a clear error naming the object and
 //! field"): a number where a string belongs, a string for a VNI, a float for a port, a list
 //! for matchLabels, a string for an IP list. Found by the reliability campaign; serde's own
 //! error only said what type was wrong, `k8s::crd::spec_wire` now says where.

@@ -1,4 +1,4 @@
-//! Fault campaigns (issue 9, part 1) against the `tether` binary with real userspace OVS:
+//! Fault campaigns (docs/reliability.md#fault-campaigns) against the `tether` binary with real userspace OVS:
 //! the ExternalNode VM bed of `externalnode_vm` (the sandbox namespace is the VM, `eth1`
 //! taken over) plus two Pods and a collector on the same `br-int` for TrafficControls.
 //!

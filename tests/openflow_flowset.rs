@@ -279,7 +279,7 @@ fn keepalive_probes_after_silence_and_gives_up_after_another_interval() {
     assert_eq!(k.poll(t0 + 17 * s), KeepaliveAction::Dead);
 }
 
-/// Flows built apart with equal instructions keep one shared copy of them (issue 17: most
+/// Flows built apart with equal instructions keep one shared copy of them (docs/design.md#benchmarks: most
 /// of a kept flow's heap was its own instruction list); a list nobody uses is let go.
 #[test]
 fn equal_instructions_are_kept_once() {

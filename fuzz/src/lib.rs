@@ -1,4 +1,4 @@
-//! The fuzz targets of tether (issue 9, part 3): one function per decoder that reads bytes
+//! The fuzz targets of tether (docs/reliability.md#fuzzing): one function per decoder that reads bytes
 //! from outside the process. Each must return (Ok or Err) for every input — a panic, an
 //! overflow or an endless loop is a crash. Both drivers (libFuzzer via cargo-fuzz, and the
 //! stable `mutate` loop) call these, so a crash found by either reproduces with the other.

@@ -2,7 +2,7 @@
 //! here by their consumer: each is as narrow as the controllers need, so a fake is easy
 //! (the kernel's links go through `netlink::Links`, which `netlink` owns). The production
 //! adapters are in [`super::live`] (and [`super::deferred`] wraps `Flows` for the first
-//! full sync); `tether plan`'s dry ones in `crate::plan::dry`. Test doubles: the recording
+//! full sync); `tether plan`'s and `check`'s dry ones in `crate::commands::dry`. Test doubles: the recording
 //! `FakeBridge` and `FakeFlows` in `crate::testing`, a `Datapath` fake in the
 //! ExternalNode tests, and [`NoHostNetwork`] here (also what a controller uses unless told
 //! otherwise). The protocol modules (`ovsdb`, `openflow`, `hostnet`) neither implement nor

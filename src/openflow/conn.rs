@@ -83,7 +83,7 @@ pub struct Reply {
 
 /// The bodies of one [`Conn::transact`]: a list, or an iterator the connection's thread
 /// encodes as it writes, so a 100,000-flow bundle never exists as 100,000 boxed messages
-/// besides the flow mods it is made of (issue 17: a fifth of `openflow_peak_rss`).
+/// besides the flow mods it is made of (docs/design.md#benchmarks: a fifth of `openflow_peak_rss`).
 pub struct Batch {
     len: usize,
     bodies: Box<dyn Iterator<Item = Body> + Send>,

@@ -92,7 +92,7 @@ pub struct FlowSet {
     len: usize,
     /// One copy of each distinct instruction list: a TrafficControl's marks, or the L2
     /// flows, differ only in their match, and callers build every flow's instructions
-    /// apart (issue 17: 144 of the ~360 bytes each kept flow cost).
+    /// apart (docs/design.md#benchmarks: 144 of the ~360 bytes each kept flow cost).
     instructions: HashSet<Arc<Vec<Instruction>>, FxBuild>,
     /// `instructions.len()` after the last pruning: prune again when it has doubled.
     pruned_at: usize,

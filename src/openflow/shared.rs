@@ -22,13 +22,13 @@ use super::msg::{Body, BundleAdd, BundleControl, ErrorMsg, Msg, Port};
 pub(super) struct State {
     pub(super) set: FlowSet,
     /// Requests waiting for the next bundle, and whether one is in flight
-    /// (`openflow::batch`).
+    /// (`openflow::commit`).
     pub(super) batches: Batches,
     /// A connection came up while the set was empty: the delete of this round's cookie
     /// (the leftovers of a run that crashed before persisting its round) still has to go,
     /// at the head of the next bundle. A bundle of its own would cost vswitchd one more
     /// flow-table commit, which at 5,000 ports is ~1.4 s of its CPU before the first real
-    /// flows (issue 17's cold start).
+    /// flows (the cold start, docs/design.md#start-up).
     pub(super) purge_round: bool,
 }
 
