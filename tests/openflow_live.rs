@@ -35,7 +35,7 @@ const EN: Owner = Owner {
 };
 
 fn start(sb: &Sandbox, round: u16) -> OfFlows {
-    let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", round);
+    let mut cfg = OfFlowsConfig::new(sb.dir().join("br-int.mgmt"), "br-int", round);
     assert_eq!(cfg.mgmt, sb.mgmt("br-int"));
     cfg.timeout = common::patience(Duration::from_secs(20));
     let of = OfFlows::start(cfg).expect("start OfFlows");
@@ -681,7 +681,7 @@ fn a_tool_with_the_daemons_round_leaves_its_flows_alone() {
         return;
     }
     let sb = sandbox();
-    let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", 7);
+    let mut cfg = OfFlowsConfig::new(sb.dir().join("br-int.mgmt"), "br-int", 7);
     cfg.watch_drift = true;
     let daemon = OfFlows::start(cfg).unwrap();
     daemon

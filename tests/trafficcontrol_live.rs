@@ -75,7 +75,7 @@ fn a_new_tc_with_a_return_port_is_four_round_trips_and_one_bundle() {
         "the Pod's ofport in the replica",
         || bridge.interfaces().pod("prod/web").and_then(|i| i.ofport()),
     );
-    let mut cfg = OfFlowsConfig::for_bridge(sb.dir(), "br-int", 1);
+    let mut cfg = OfFlowsConfig::new(sb.dir().join("br-int.mgmt"), "br-int", 1);
     cfg.timeout = common::patience(Duration::from_secs(20));
     let of = Arc::new(OfFlows::start(cfg).unwrap());
     of.wait_connected(common::patience(Duration::from_secs(10)))

@@ -55,12 +55,6 @@ pub struct OfFlowsConfig {
 }
 
 impl OfFlowsConfig {
-    /// The bridge's socket under OVS's run directory (`--ovs-rundir`,
-    /// docs/design.md#settings-flags-and-config-file).
-    pub fn for_bridge(rundir: &std::path::Path, bridge: &str, round: u16) -> OfFlowsConfig {
-        OfFlowsConfig::new(rundir.join(format!("{bridge}.mgmt")), bridge, round)
-    }
-
     pub fn new(mgmt: PathBuf, name: &str, round: u16) -> OfFlowsConfig {
         OfFlowsConfig {
             mgmt,
