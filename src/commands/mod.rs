@@ -163,7 +163,8 @@ pub fn dispatch(args: &[String]) -> ExitCode {
         print!("{}", cmd.usage.map_or_else(usage, String::from));
         return ExitCode::SUCCESS;
     }
-    let mut stdout = std::io::stdout().lock();
+    // Not locked for the whole command: `run` lasts as long as the daemon.
+    let mut stdout = std::io::stdout();
     let result = (cmd.main)(rest, &mut stdout);
     let _ = stdout.flush();
     match result {
