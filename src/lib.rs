@@ -1,12 +1,14 @@
 //! tether: Antrea's ExternalNode and TrafficControl controllers for a plain Linux VM.
 //!
-//! The library holds everything; `main.rs` only parses arguments and calls in. The
-//! protocol modules (`ovsdb`, `openflow`, `k8s`, `netlink`) keep their codecs and state
-//! machines pure (encode/decode pairs, plans as data) and do their I/O in the few files
-//! that own a socket or a file (`ovsdb`: `conn`, `unixctl`, `bridgedb`; `openflow`:
-//! `conn`, `backend`; `k8s`: `http`, `kubeconfig`, `manifests`; `netlink`: `rtnl`,
-//! `sysctl`); `netlink` is the only user of neli. `controller` is the reconcile core,
-//! reaching all of them through its own traits; `daemon` wires the parts together. The
+//! The library holds everything; `main.rs` only hands its arguments to `commands`, where
+//! every command has its home and one signature. The protocol modules (`ovsdb`,
+//! `openflow`, `k8s`, `netlink`) keep their codecs and state machines pure (encode/decode
+//! pairs, plans as data) and do their I/O in the few files that own a socket or a file
+//! (`ovsdb`: `conn`, `bridgedb`, `lock`; `openflow`: `conn` with its owner thread; `k8s`:
+//! `http`, `kubeconfig`, `manifests`; `netlink`: `rtnl`, `sysctl`; and `unixctl`, the
+//! control socket); `netlink` is the only user of neli. `controller` is the reconcile
+//! core, reaching all of them through its own traits; `daemon` wires the parts together
+//! for `tether run`, and `wiring` builds what it shares with the other commands. The
 //! README's module map says what each module owns.
 
 pub mod commands;

@@ -9,7 +9,8 @@
 //! `watch` (state machine + codec), `backoff`, `yaml` — and the parts that touch the
 //! outside: `kubeconfig` (reads the files a kubeconfig names), `http` (the only user of
 //! ureq and the only network I/O), `source` (watcher threads driving `watch` over `http`),
-//! `manifests` (directory poller).
+//! `manifests` (directory poller); `feed` is what those two feeders share (the events,
+//! each kind's health, applying a change to a store).
 //!
 //! For the controllers: build a [`Client`] from [`kubeconfig::discover`] and start
 //! [`Source::start_api`], or [`Source::start_manifests`]; both fill [`Stores`] and send

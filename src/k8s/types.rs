@@ -1,5 +1,5 @@
 //! Object metadata, Pod, Namespace, and the [`Resource`] trait every watched kind
-//! implements (API path, wire type, store index). Only the fields tether uses are modelled;
+//! implements (API path, wire type; its store's index is `store::Indexed`). Only the fields tether uses are modelled;
 //! unknown fields are ignored. The Antrea CRDs live in `crd.rs`.
 
 use std::fmt;

@@ -2,18 +2,21 @@
 //! no-flood port setting needs), one connection owner thread per switch socket, and the
 //! flow-set backend the controllers program the bridge through.
 //!
-//! Layout (pure codec first, one file of I/O):
+//! Layout (pure codec first, one place of I/O):
 //! - [`codec`] reader/writer (big-endian, length patching, 8-byte padding);
 //!   [`consts`] protocol numbers as open newtypes; [`oxm`] match fields; [`action`]
-//!   actions and instructions; [`msg`] header, framing and messages; [`flowmod`] flow mods,
-//!   bundles, multipart. No sockets, no clocks.
+//!   actions and instructions; [`msg`] header, framing, messages and bundles; [`port`] the
+//!   port description; [`flowmod`] flow mods and multipart; [`monitor`] OVS's Nicira flow
+//!   monitor. No sockets, no clocks.
 //! - [`flow`] the [`Flow`] value type and cookies; [`flowset`] the desired flows per owner
 //!   and the pure diff that turns a new set into flow mods.
-//! - [`conn`] the only file that touches a socket: `<rundir>/<bridge>.mgmt`, version
-//!   negotiation, echo, batches ending in a barrier, reconnect with backoff; its timing
-//!   state machines are pure, in [`liveness`].
-//! - [`backend`] `OfFlows`, the flows backend: applies diffs as one atomic
-//!   bundle, replays everything and no-flood after a reconnect.
+//! - [`conn`] (with its owner thread, `conn/owner.rs`) the only code that touches a socket:
+//!   `<rundir>/<bridge>.mgmt`, version negotiation, echo, batches ending in a barrier,
+//!   reconnect with backoff; its timing state machines are pure, in [`liveness`].
+//! - [`backend`] `OfFlows`, the flows backend's face, over its parts: `shared` (state,
+//!   connections, one bundle), `commit` (group commit, a round's replacement, the one
+//!   fallback for a refused bundle), `replay` (after a reconnect), `noflood` (the OF1.0
+//!   port bit), `drift` (flows others change); [`dump`] reads flows back.
 //!
 //! Not here: which flows to install (the pipeline module builds [`Flow`] values) and
 //! OVSDB (ports, bridges) — this module only sees OpenFlow port numbers.

@@ -5,8 +5,9 @@
 //! `metrics`, and reads until EOF: a [`Snapshot`] as JSON, or Prometheus text format
 //! 0.0.4. The socket is created mode 0600 (root only): status names ports and Pods.
 //!
-//! Owns: the snapshot types, the counters ([`Metrics`], [`WatchTracker`]), the socket
-//! server thread and the client, and rendering (`render`). Does not own how a snapshot is
+//! Owns: the snapshot types, what the event loop saw per kind ([`WatchTracker`]), the
+//! socket server thread and the client, and rendering (`render`); the counters are
+//! `crate::metrics`' (re-exported here). Does not own how a snapshot is
 //! gathered from the controllers (`probe`, called by the daemon).
 
 pub mod probe;
