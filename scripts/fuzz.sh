@@ -25,7 +25,8 @@ while [[ $# -gt 0 ]]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(openflow_msg ovsdb_framer ovsdb_datum watch_event manifests step_record)
+all=(openflow_msg ovsdb_framer ovsdb_datum watch_event manifests step_record
+     cp_policy_event cp_address_group_event cp_applied_to_group_event)
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 if [[ -z $driver ]]; then
   if cargo fuzz --version >/dev/null 2>&1; then driver=libfuzzer; else driver=mutate; fi

@@ -9,11 +9,14 @@
 //! control socket); `netlink` is the only user of neli. `controller` is the reconcile
 //! core, reaching all of them through its own traits; `daemon` wires the parts together
 //! for `tether run`, and `wiring` builds what it shares with the other commands. The
-//! README's module map says what each module owns.
+//! README's module map says what each module owns. `controlplane` (antrea-controller's
+//! NetworkPolicy API: its objects and the state of its three watches) is pure so far; no
+//! command uses it yet.
 
 pub mod commands;
 pub mod config;
 pub mod controller;
+pub mod controlplane;
 pub mod daemon;
 pub mod files;
 pub mod heartbeat;

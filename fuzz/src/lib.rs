@@ -10,6 +10,10 @@
 use serde_json::Value;
 
 use tether::controller::externalnode::Record;
+use tether::controlplane::{
+    GroupKind, Kind, State, bad_event_identity, decode_group_event, decode_policy_event,
+};
+use tether::k8s::KubeError;
 use tether::k8s::manifests::parse_file;
 use tether::k8s::watch::{decode_event, decode_list};
 use tether::k8s::{ExternalNode, Namespace, Pod, TrafficControl};
@@ -28,6 +32,9 @@ pub const TARGETS: &[Target] = &[
     ("watch_event", watch_event),
     ("manifests", manifests),
     ("step_record", step_record),
+    ("cp_policy_event", cp_policy_event),
+    ("cp_address_group_event", cp_address_group_event),
+    ("cp_applied_to_group_event", cp_applied_to_group_event),
 ];
 
 /// OpenFlow: the stream reader's header check, then the message decoder on exactly the
@@ -123,5 +130,51 @@ pub fn step_record(data: &[u8]) {
     if let Ok(r) = Record::from_json(&text) {
         let again = Record::from_json(&r.to_json());
         assert_eq!(again.as_ref(), Ok(&r), "re-decode of {text}");
+    }
+}
+
+/// Controlplane `networkpolicies` watch lines: every line of the input, decoded and fed to
+/// one [`State`] (so bookmarks, deletes and restarts run too).
+pub fn cp_policy_event(data: &[u8]) {
+    controlplane_stream(Kind::NetworkPolicy, data);
+}
+
+/// Controlplane `addressgroups` watch lines (full groups and `AddressGroupPatch`es).
+pub fn cp_address_group_event(data: &[u8]) {
+    controlplane_stream(Kind::AddressGroup, data);
+}
+
+/// Controlplane `appliedtogroups` watch lines (full groups and `AppliedToGroupPatch`es).
+pub fn cp_applied_to_group_event(data: &[u8]) {
+    controlplane_stream(Kind::AppliedToGroup, data);
+}
+
+/// One watch stream of `kind`: a line that decodes goes to the state, one that does not
+/// must be a decode error naming the kind, and goes to the state as undecodable.
+fn controlplane_stream(kind: Kind, data: &[u8]) {
+    let mut state = State::new();
+    state.on_watch_start(kind);
+    for line in data.split(|&b| b == b'\n') {
+        let decoded = match kind {
+            Kind::NetworkPolicy => decode_policy_event(line).map(|e| state.on_policy_event(e)),
+            Kind::AddressGroup => decode_group_event(GroupKind::Address, line)
+                .map(|e| state.on_group_event(GroupKind::Address, e)),
+            Kind::AppliedToGroup => decode_group_event(GroupKind::AppliedTo, line)
+                .map(|e| state.on_group_event(GroupKind::AppliedTo, e)),
+        };
+        match decoded {
+            Ok(_) => {}
+            Err(KubeError::Decode { what, .. }) => {
+                assert!(what.starts_with(kind.name()), "{what}");
+                let (ty, name) = bad_event_identity(line);
+                let _ = state.on_undecodable(kind, ty.as_deref(), name.as_deref());
+            }
+            Err(other) => panic!("not a decode error: {other:?}"),
+        }
+    }
+    // Whatever the stream did, the views over the state hold.
+    for p in state.policies() {
+        let _ = state.applies(p);
+        let _ = state.missing_groups(p);
     }
 }

@@ -1,0 +1,4 @@
+//! libFuzzer entry for the `cp_policy_event` target (the body is `tether_fuzz::cp_policy_event`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tether_fuzz::cp_policy_event(data));
