@@ -2,7 +2,8 @@
 //! (docs/design.md#settings-flags-and-config-file). Every flag is also a config key
 //! (camelCase, as Antrea's agent config writes them; the flag's own spelling is accepted
 //! too); flags win over the file. The file also takes Antrea's
-//! `externalNode.externalNodeNamespace` and `externalNode.policyBypassRules`. Unknown keys
+//! `externalNode.externalNodeNamespace`, `externalNode.policyBypassRules` and
+//! `antreaClientConnection.kubeconfig` (the antrea-controller's API). Unknown keys
 //! warn; an invalid value (a bypass rule included) refuses to start, naming the key, before
 //! anything is connected to: `run` and `check` share this one validation. Pure: strings in,
 //! `Config` out.
@@ -40,6 +41,10 @@ pub struct Config {
     pub allow_insecure_tls: bool,
     /// Accept an `http://` API server (refused otherwise).
     pub allow_plain_http: bool,
+    /// The kubeconfig of the antrea-controller's controlplane API (NetworkPolicy), Antrea's
+    /// `antreaClientConnection.kubeconfig`; none: no NetworkPolicy source. The same TLS
+    /// rules as the Kubernetes connection (`allow_insecure_tls`, `allow_plain_http`).
+    pub antrea_kubeconfig: Option<PathBuf>,
     /// Warnings found while reading (unknown keys), for the log.
     pub warnings: Vec<String>,
     /// Information for the log (Antrea agent keys tether does not use, in one line).
@@ -108,6 +113,11 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
         "DIR  read objects from YAML/JSON files instead of an API server",
     ),
     (
+        "--antrea-kubeconfig",
+        "antreaKubeconfig",
+        "FILE  antrea-controller API credentials, for NetworkPolicy (Antrea: antreaClientConnection.kubeconfig)",
+    ),
+    (
         "--external-node-namespace",
         "externalNodeNamespace",
         "NS  namespace of this node's ExternalNode (default default)",
@@ -142,6 +152,7 @@ struct Raw {
     datapath_type: Option<String>,
     kubeconfig: Option<String>,
     manifests: Option<String>,
+    antrea_kubeconfig: Option<String>,
     external_node_namespace: Option<String>,
     state_socket: Option<String>,
     state_dir: Option<String>,
@@ -158,6 +169,7 @@ impl Raw {
             "datapathType" => &mut self.datapath_type,
             "kubeconfig" => &mut self.kubeconfig,
             "manifests" => &mut self.manifests,
+            "antreaKubeconfig" => &mut self.antrea_kubeconfig,
             "externalNodeNamespace" => &mut self.external_node_namespace,
             "stateSocket" => &mut self.state_socket,
             "stateDir" => &mut self.state_dir,
@@ -176,6 +188,7 @@ impl Raw {
             datapath_type: self.datapath_type.or(other.datapath_type),
             kubeconfig: self.kubeconfig.or(other.kubeconfig),
             manifests: self.manifests.or(other.manifests),
+            antrea_kubeconfig: self.antrea_kubeconfig.or(other.antrea_kubeconfig),
             external_node_namespace: self
                 .external_node_namespace
                 .or(other.external_node_namespace),
@@ -195,7 +208,8 @@ fn flag_key(flag: &str) -> Option<&'static str> {
 }
 
 /// Antrea's agent-config spelling of a setting → tether's key (`pkg/config/agent/config.go`).
-/// `clientConnection.kubeconfig` is handled where the nested key is read.
+/// `clientConnection.kubeconfig` and `antreaClientConnection.kubeconfig` are handled where
+/// the nested key is read.
 const ANTREA_SPELLINGS: &[(&str, &str)] = &[
     ("ovsBridge", "bridge"),
     ("ovsDatapathType", "datapathType"),
@@ -208,7 +222,6 @@ const ANTREA_SPELLINGS: &[(&str, &str)] = &[
 const ANTREA_OTHER_KEYS: &[&str] = &[
     "featureGates",
     "cniSocket",
-    "antreaClientConnection",
     "hostGateway",
     "trafficEncapMode",
     "podCIDRs",
@@ -326,28 +339,31 @@ fn parse_file(
             ("externalNode", other) => {
                 return Err(err(format!("externalNode must be a mapping, got {other}")));
             }
-            // Antrea's kubeconfig for the Kubernetes API.
-            ("clientConnection", Value::Object(cc)) => {
+            // Antrea's kubeconfigs: the Kubernetes API, and the antrea-controller's API.
+            (section @ ("clientConnection" | "antreaClientConnection"), Value::Object(cc)) => {
+                let setting = if section == "clientConnection" {
+                    "kubeconfig"
+                } else {
+                    "antreaKubeconfig"
+                };
                 for (ck, cv) in cc {
                     match (ck.as_str(), cv) {
                         ("kubeconfig", Value::String(s)) => {
-                            claim("kubeconfig", "clientConnection.kubeconfig")?;
-                            out.raw.kubeconfig = Some(s);
+                            claim(setting, &format!("{section}.kubeconfig"))?;
+                            out.raw.set(setting, s);
                         }
                         ("kubeconfig", other) => {
                             return Err(err(format!(
-                                "clientConnection.kubeconfig must be a string, got {other}"
+                                "{section}.kubeconfig must be a string, got {other}"
                             )));
                         }
-                        _ => out.ignored_antrea.push(format!("clientConnection.{ck}")),
+                        _ => out.ignored_antrea.push(format!("{section}.{ck}")),
                     }
                 }
             }
-            ("clientConnection", Value::Null) => {}
-            ("clientConnection", other) => {
-                return Err(err(format!(
-                    "clientConnection must be a mapping, got {other}"
-                )));
+            ("clientConnection" | "antreaClientConnection", Value::Null) => {}
+            (section @ ("clientConnection" | "antreaClientConnection"), other) => {
+                return Err(err(format!("{section} must be a mapping, got {other}")));
             }
             ("nodeType", Value::String(t)) if t == "externalNode" => {}
             ("nodeType", other) => {
@@ -527,6 +543,7 @@ pub fn parse_run(
         policy_bypass_rules: rules,
         allow_insecure_tls: r.allow_insecure_tls.unwrap_or(false),
         allow_plain_http: r.allow_plain_http.unwrap_or(false),
+        antrea_kubeconfig: r.antrea_kubeconfig.map(PathBuf::from),
         warnings,
         notes,
     })

@@ -1,5 +1,5 @@
 //! What the daemon (`tether run`) and the commands build alike from a [`Config`]: the
-//! ExternalNode controller's settings and the object source. (The OVS sockets are
+//! ExternalNode controller's settings, the object source, and the NetworkPolicy source. (The OVS sockets are
 //! `Config`'s own: [`Config::ovsdb_socket`], [`Config::openflow_socket`].) Building them in
 //! one place keeps `plan` and `reset` seeing what `run` sees.
 
@@ -7,6 +7,7 @@ use crossbeam_channel::Sender;
 
 use crate::config::{Config, Input};
 use crate::controller::externalnode::EnConfig;
+use crate::controlplane;
 use crate::k8s::{self, Kind, KubeError, KubeEvent, Source, SourceConfig, Stores};
 
 /// The ExternalNode controller's part of the configuration.
@@ -56,4 +57,36 @@ pub fn start_source(
         }
         Input::InCluster => api(&k8s::kubeconfig::in_cluster()?, Default::default()),
     }
+}
+
+/// The span key the controlplane watches select on: `<externalNodeNamespace>/<node>` (the
+/// ExternalNode is named like the node).
+pub fn controlplane_node_key(cfg: &Config) -> String {
+    format!("{}/{}", cfg.external_node_namespace, cfg.node_name)
+}
+
+/// Start the NetworkPolicy source, the antrea-controller's controlplane API, with the
+/// kubeconfig `cfg` names (`antreaKubeconfig`, Antrea's `antreaClientConnection.kubeconfig`)
+/// and the Kubernetes connection's TLS rules, sending what changes to `updates`. `None`
+/// when no such kubeconfig is configured. (Not started by the daemon yet: a source whose
+/// policies nothing enforces would mislead; the policy controller will call this.)
+pub fn start_controlplane_source(
+    cfg: &Config,
+    updates: Sender<controlplane::Update>,
+) -> Result<Option<controlplane::Source>, KubeError> {
+    let Some(path) = &cfg.antrea_kubeconfig else {
+        return Ok(None);
+    };
+    let cc = k8s::kubeconfig::load_kubeconfig(path, None)?;
+    let http = controlplane::source::http_config(k8s::HttpConfig {
+        allow_insecure: cfg.allow_insecure_tls,
+        allow_plain_http: cfg.allow_plain_http,
+        ..Default::default()
+    });
+    let client = k8s::Client::new(&cc, http)?;
+    let sc = controlplane::SourceConfig {
+        node_key: controlplane_node_key(cfg),
+        backoff: k8s::BackoffConfig::default(),
+    };
+    controlplane::Source::start(client, sc, updates).map(Some)
 }

@@ -34,6 +34,7 @@ fn defaults() {
             policy_bypass_rules: vec![],
             allow_insecure_tls: false,
             allow_plain_http: false,
+            antrea_kubeconfig: None,
             warnings: vec![],
             notes: vec![],
         }
@@ -185,11 +186,15 @@ fn antreas_agent_config_is_read_unchanged() {
         Input::Kubeconfig("/etc/antrea/antrea-agent.kubeconfig".into())
     );
     assert_eq!(c.external_node_namespace, "vm-ns");
+    assert_eq!(
+        c.antrea_kubeconfig,
+        Some("/etc/antrea/antrea-agent.antrea.kubeconfig".into())
+    );
     assert_eq!(c.warnings, Vec::<String>::new());
     assert_eq!(
         c.notes,
         vec![
-            "config /etc/antrea/antrea-agent.conf: Antrea agent settings for features tether does not have, ignored: antreaClientConnection, auditLogging, featureGates"
+            "config /etc/antrea/antrea-agent.conf: Antrea agent settings for features tether does not have, ignored: auditLogging, featureGates"
         ]
     );
     let c = parse(
@@ -252,4 +257,37 @@ fn the_default_config_file_is_used_when_none_is_named() {
     for named in [&["--config", "/x.yaml"][..], &["--config=/x.yaml"][..]] {
         assert_eq!(with_default_config(&a(named), true), a(named));
     }
+}
+
+#[test]
+fn the_antrea_kubeconfig_is_a_flag_a_key_and_antreas_key() {
+    assert_eq!(parse("", "").unwrap().antrea_kubeconfig, None);
+    let c = parse("--antrea-kubeconfig /a --config a.conf", "").unwrap();
+    assert_eq!(c.antrea_kubeconfig, Some(PathBuf::from("/a")));
+    let c = parse("--config a.conf", "antreaKubeconfig: /b\n").unwrap();
+    assert_eq!(c.antrea_kubeconfig, Some(PathBuf::from("/b")));
+    // The flag wins over Antrea's key in the file.
+    let c = parse(
+        "--antrea-kubeconfig /a --config a.conf",
+        "antreaClientConnection:\n  kubeconfig: /c\n  qps: 5\n",
+    )
+    .unwrap();
+    assert_eq!(c.antrea_kubeconfig, Some(PathBuf::from("/a")));
+    assert!(
+        c.notes[0].ends_with("ignored: antreaClientConnection.qps"),
+        "{:?}",
+        c.notes
+    );
+    assert_eq!(
+        parse(
+            "--config a.conf",
+            "antreaKubeconfig: /b\nantreaClientConnection:\n  kubeconfig: /c\n"
+        )
+        .unwrap_err(),
+        ConfigError("config a.conf: antreaClientConnection.kubeconfig and antreaKubeconfig both set the same setting (antreaKubeconfig); keep one".into())
+    );
+    assert_eq!(
+        parse("--config a.conf", "antreaClientConnection: 3\n").unwrap_err(),
+        ConfigError("config a.conf: antreaClientConnection must be a mapping, got 3".into())
+    );
 }

@@ -8,14 +8,16 @@
 //! everything in the node's span and one BOOKMARK; that set replaces what was known. Then
 //! ADDED/MODIFIED/DELETED, where a group's MODIFIED is a member patch.
 //!
-//! Pure, like `k8s::watch`: no sockets, no threads, no clock.
+//! All pure (like `k8s::watch`: no sockets, no threads, no clock) but `source`:
 //! - `event`: one watch line → [`Event`] (with `policy` and `group`, the typed objects;
 //!   `ip`, the base64 addresses and CIDRs; `json`, field-path errors and size bounds);
 //! - `state`: the [`State`] of the three watches: initial sets, bookmarks, patches,
-//!   restarts, "synced", and which policies an event changed.
+//!   restarts, "synced", and which policies an event changed;
+//! - `source`: the transport, a thread per watch over `k8s::http` feeding one [`State`]
+//!   and publishing [`Update`]s; reconnects, backoff, each watch's [`WatchStatus`].
 //!
-//! Not here: the HTTP watches themselves (the transport), what a policy means as flows
-//! (the planner), and status reports back to the controller.
+//! Not here: what a policy means as flows (the planner), and status reports back to the
+//! controller.
 
 pub mod event;
 #[cfg(test)]
@@ -24,6 +26,7 @@ pub mod group;
 pub mod ip;
 mod json;
 pub mod policy;
+pub mod source;
 pub mod state;
 
 use std::fmt;
@@ -38,6 +41,7 @@ pub use policy::{
     Direction, IpBlock, NetworkPolicy, Peer, Port, Protocol, Rule, RuleAction, Service, ServiceRef,
     SourceRef,
 };
+pub use source::{Source, SourceConfig, Update, WatchStatus};
 pub use state::{GroupState, Outcome, State};
 
 /// The three watched kinds.

@@ -95,7 +95,7 @@ pub(super) fn serve_list(
     respond_bytes(sh, conn, 200, &body)
 }
 
-fn chunk(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
+pub(super) fn chunk(sh: &Shared, conn: &mut Conn, data: &[u8]) -> io::Result<()> {
     write_counted(sh, conn, format!("{:x}\r\n", data.len()).as_bytes())?;
     write_counted(sh, conn, data)?;
     write_counted(sh, conn, b"\r\n")?;
@@ -151,7 +151,7 @@ fn bookmark_object(kind: &str, api_version: &str, rv: u64) -> Value {
 
 /// The client closed its end (or sent something, which a watching client never does):
 /// kube-apiserver's handler sees the request context cancelled and ends the watch.
-fn client_gone(conn: &Conn) -> bool {
+pub(super) fn client_gone(conn: &Conn) -> bool {
     let t = conn.tcp();
     if t.set_nonblocking(true).is_err() {
         return true;
@@ -167,7 +167,7 @@ fn client_gone(conn: &Conn) -> bool {
 }
 
 /// The end of a chunked watch body; the connection can carry the next request.
-fn end_stream(sh: &Shared, conn: &mut Conn) -> Next {
+pub(super) fn end_stream(sh: &Shared, conn: &mut Conn) -> Next {
     match chunk(sh, conn, b"") {
         Ok(()) => Next::KeepAlive,
         Err(_) => Next::Close,

@@ -14,7 +14,8 @@
 //! connection); watch streams that end when the client goes away; bookmarks about once a
 //! minute plus one 2 s before the watch's deadline (the watch cache's cadence; tests that
 //! want them faster set [`Options::bookmark_every`]); the real BOOKMARK object shape;
-//! `labelSelector`; `/version` and legacy discovery (`/api`, `/apis`, the group versions);
+//! `labelSelector`; the antrea-controller's controlplane watches (`controlplane.rs`);
+//! `/version` and legacy discovery (`/api`, `/apis`, the group versions);
 //! 422 for an invalid `resourceVersionMatch`. Watch bodies use real chunked transfer
 //! encoding, one event per chunk by default, or several per chunk and split across chunks
 //! ([`Chunking`]) so the client's parser is tested. It is itself checked against a real
@@ -27,6 +28,8 @@
 
 pub mod certs;
 pub mod client;
+pub mod controlplane;
+pub mod cp_fixtures;
 pub mod fixtures;
 mod http;
 mod list_watch;
@@ -208,6 +211,9 @@ pub struct Shared {
     stop: AtomicBool,
     opts: Options,
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// The antrea-controller's controlplane API (`controlplane.rs`), with its own lock.
+    cp: Mutex<controlplane::Cp>,
+    cp_cv: Condvar,
     pub watches_opened: AtomicU64,
     pub bytes_sent: AtomicU64,
 }
@@ -286,7 +292,12 @@ impl Shared {
 
 impl ApiServer {
     pub fn start(opts: Options) -> ApiServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        ApiServer::start_at(0, opts)
+    }
+
+    /// On a given loopback port (0: any), e.g. one a client was already told about.
+    pub fn start_at(port: u16, opts: Options) -> ApiServer {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let addr = listener.local_addr().unwrap();
         let tls = opts
             .certs
@@ -310,6 +321,8 @@ impl ApiServer {
             stop: AtomicBool::new(false),
             opts,
             tls,
+            cp: Mutex::default(),
+            cp_cv: Condvar::new(),
             watches_opened: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
         });

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::controlplane;
 use super::http::{Conn, Next, Req, read_request, respond, status, write_counted};
 use super::list_watch::{serve_list, serve_watch};
 use super::selectors::{Selection, discovery, field_selector, label_selector, route};
@@ -159,6 +160,9 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) -> Next {
     };
     if !authorized {
         return status(sh, conn, 401, "Unauthorized", "Unauthorized");
+    }
+    if let Some(rest) = req.path.strip_prefix(controlplane::PREFIX) {
+        return controlplane::serve(sh, conn, req, rest, watch);
     }
     if let Some(body) = discovery(&req.path, crds) {
         return respond(sh, conn, 200, &body);

@@ -228,6 +228,7 @@ fn check_run_on_this_host_fails_the_kernel_datapath() {
         policy_bypass_rules: vec![],
         allow_insecure_tls: false,
         allow_plain_http: false,
+        antrea_kubeconfig: None,
         warnings: vec![],
         notes: vec![],
     };
