@@ -7,7 +7,9 @@
 //!   with its final mode (a `chmod` after `bind` follows a symlink swapped in between);
 //! * the effective user id, to check who owns the state socket's directory;
 //! * inotify on a directory and poll(2) on a few descriptors, so that the manifests source
-//!   sleeps until something in its directory changes instead of waking to look.
+//!   sleeps until something in its directory changes instead of waking to look;
+//! * TCP keepalive on a socket (std cannot set `SO_KEEPALIVE`), so that a long-lived watch
+//!   that may be quiet for hours notices a dead peer.
 
 // The only unsafe code in the crate (Cargo.toml denies it everywhere else).
 #![allow(unsafe_code)]
@@ -31,6 +33,7 @@ unsafe extern "C" {
     fn inotify_init1(flags: i32) -> i32;
     fn inotify_add_watch(fd: i32, pathname: *const std::ffi::c_char, mask: u32) -> i32;
     fn poll(fds: *mut PollFd, nfds: u64, timeout: i32) -> i32;
+    fn setsockopt(fd: i32, level: i32, name: i32, value: *const i32, len: u32) -> i32;
 }
 
 /// `struct pollfd`.
@@ -150,6 +153,40 @@ pub fn limit_malloc_arenas() {
             log::debug!("mallopt(M_ARENA_MAX, 2) refused");
         }
     }
+}
+
+/// Turn on TCP keepalive on `sock`: the first probe after `idle` without traffic, then one
+/// every `interval`, and the connection fails after `count` unanswered probes (Linux
+/// `SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`; whole seconds, at least 1).
+pub fn set_tcp_keepalive(
+    sock: &std::net::TcpStream,
+    idle: std::time::Duration,
+    interval: std::time::Duration,
+    count: u32,
+) -> std::io::Result<()> {
+    const SOL_SOCKET: i32 = 1;
+    const SO_KEEPALIVE: i32 = 9;
+    const IPPROTO_TCP: i32 = 6;
+    const TCP_KEEPIDLE: i32 = 4;
+    const TCP_KEEPINTVL: i32 = 5;
+    const TCP_KEEPCNT: i32 = 6;
+    let secs = |d: std::time::Duration| i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX);
+    let count = i32::try_from(count.max(1)).unwrap_or(i32::MAX);
+    let fd = sock.as_raw_fd();
+    for (level, name, value) in [
+        (SOL_SOCKET, SO_KEEPALIVE, 1),
+        (IPPROTO_TCP, TCP_KEEPIDLE, secs(idle)),
+        (IPPROTO_TCP, TCP_KEEPINTVL, secs(interval)),
+        (IPPROTO_TCP, TCP_KEEPCNT, count),
+    ] {
+        // SAFETY: `fd` is an open socket borrowed for the call; `value` is an i32 that
+        // outlives it and its size is passed.
+        let r = unsafe { setsockopt(fd, level, name, &value, 4) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The effective user id.

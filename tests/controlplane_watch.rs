@@ -4,7 +4,8 @@
 //! a member's IP, a patch of an unknown group (that watch restarts and resyncs), a closed
 //! watch (reconnect, full resync: what was deleted meanwhile is gone after the bookmark),
 //! the server unreachable at start, TLS with a CA in the kubeconfig (through the config and
-//! `wiring`), bad lines skipped with a log naming the object, the field selector.
+//! `wiring`), bad lines skipped with a log naming the object, the field selector, TCP
+//! keepalive on the watches' sockets.
 //! Loopback only; no root, no OVS.
 
 // Test support: a failed step is a failed test, with its location.
@@ -92,8 +93,11 @@ fn populate(srv: &ApiServer) {
     );
 }
 
+/// The source as `wiring` builds it (keepalive, the long read timeout), with the test
+/// server's short timeouts and millisecond backoffs.
 fn source_for(cc: &ClusterConfig, node_key: &str) -> (Source, Receiver<Update>) {
-    let client = Client::new(cc, http_config()).expect("client");
+    let client =
+        Client::new(cc, tether::controlplane::source::http_config(http_config())).expect("client");
     let (tx, rx) = crossbeam_channel::bounded(100);
     let cfg = SourceConfig {
         node_key: node_key.into(),
@@ -541,5 +545,50 @@ fn the_field_selector_is_honoured() {
         matches!(&e, KubeError::Status { code: 400, message, .. }
             if message == "field label not supported: spec.nodeName"),
         "{e}"
+    );
+}
+
+/// The client's connections to `port` (their `/proc/net/tcp` lines: local side first, as
+/// `st` and `tr`, the state and the active timer).
+fn client_sockets(port: u16) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let remote_port = u16::from_str_radix(f[2].split(':').nth(1)?, 16).ok()?;
+            (remote_port == port).then(|| (f[3].to_string(), f[5].to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_watches_sockets_have_tcp_keepalive() {
+    let srv = populated(Options::default());
+    let (src, rx) = start(&srv);
+    synced(&rx);
+    let socks = client_sockets(srv.addr.port());
+    let established: Vec<_> = socks.iter().filter(|(st, _)| st == "01").collect();
+    assert_eq!(established.len(), 3, "{socks:?}");
+    // Timer 2 is the keepalive timer, armed only when SO_KEEPALIVE is on.
+    assert!(
+        established.iter().all(|(_, tr)| tr.starts_with("02:")),
+        "{socks:?}"
+    );
+    src.stop();
+    // The Kubernetes client's sockets (ureq's own connector) have none.
+    let client = Client::new(&cluster_config(&srv, Credentials::None), http_config()).unwrap();
+    let _w = client
+        .watch(
+            "/apis/controlplane.antrea.io/v1beta2/networkpolicies",
+            &[("watch", "true".to_string())],
+        )
+        .unwrap();
+    let socks = client_sockets(srv.addr.port());
+    assert!(
+        socks
+            .iter()
+            .any(|(st, tr)| st == "01" && tr.starts_with("00:")),
+        "{socks:?}"
     );
 }

@@ -13,13 +13,11 @@
 //!   on every watch, so every (re)connect calls [`State::on_watch_start`] and is a full
 //!   resync; what was known stays until the new bookmark replaces it;
 //! - no stall timer: a quiet stream is normal for hours (antrea-controller closes each watch
-//!   after 2–4 h and sends no periodic bookmarks). TCP keepalive would be the right way to
-//!   notice a dead peer, but ureq 3.5's `TcpConnector` sets only `TCP_NODELAY` on the
-//!   sockets it opens and offers no hook to set `SO_KEEPALIVE` (a connector of our own
-//!   would have to re-implement its transport). So a read that waits longer than
-//!   [`READ_TIMEOUT`] ends the stream and the watch reconnects (a full resync, cheap for one
-//!   VM's policies): a dead connection is noticed within that time, a quiet live one costs
-//!   one resync per period;
+//!   after 2–4 h and sends no periodic bookmarks). ureq's own sockets have no TCP keepalive
+//!   and no hook to set it, so the client opens its sockets itself with keepalive on
+//!   (`k8s::http`'s `keepalive` connector, [`KEEPALIVE`]): a dead peer fails the read within
+//!   about two minutes. The per-read timeout is only a backstop, [`READ_TIMEOUT`], longer
+//!   than the controller's own close, against a server alive but stuck;
 //! - [`Outcome::Restart`] (a patch of an unknown group, an `ERROR` event, an undecodable
 //!   group event) drops the stream and reconnects after the backoff (the agent: 5 s);
 //! - a stream that ends cleanly after its bookmark (the server's 2–4 h close) reconnects at
@@ -41,20 +39,29 @@ use super::state::{Outcome, State};
 use super::{GroupKind, Kind};
 use crate::k8s::KubeError;
 use crate::k8s::backoff::{Backoff, BackoffConfig};
-use crate::k8s::http::{Client, HttpConfig, WatchStream};
+use crate::k8s::http::{Client, HttpConfig, Keepalive, WatchStream};
 
 /// The API group and version every watch path starts with.
 pub const API_PREFIX: &str = "/apis/controlplane.antrea.io/v1beta2";
 
-/// Longest wait for the next line of a watch before it is treated as dead and reconnected
-/// (in place of TCP keepalive, which ureq cannot set: see the module header).
-pub const READ_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// TCP keepalive on the controlplane connections: a dead peer is noticed within 90 s.
+pub const KEEPALIVE: Keepalive = Keepalive {
+    idle: Duration::from_secs(30),
+    interval: Duration::from_secs(10),
+    count: 6,
+};
 
-/// The HTTP settings of the controlplane client: `base` (the TLS rules, timeouts) with the
-/// per-read timeout of a watch set to [`READ_TIMEOUT`].
+/// Longest wait for the next line of a watch: a backstop against a server that is alive but
+/// stuck, longer than the 2–4 h after which antrea-controller closes every watch itself
+/// (a dead peer is keepalive's to notice, much sooner).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
+/// The HTTP settings of the controlplane client: `base` (the TLS rules, timeouts) with
+/// [`KEEPALIVE`] and the per-read timeout of a watch set to [`READ_TIMEOUT`].
 pub fn http_config(base: HttpConfig) -> HttpConfig {
     HttpConfig {
         watch_stall_timeout: READ_TIMEOUT,
+        tcp_keepalive: Some(KEEPALIVE),
         ..base
     }
 }
@@ -83,6 +90,8 @@ impl SourceConfig {
 }
 
 /// What one event changed, published for the policy controller (never `Unchanged`).
+/// `Restart` is published too (the source reconnects by itself; the consumer may log it or
+/// show it); `Synced` once, when the three watches have all had their first bookmark.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Update {
     /// The watch the event came from.
@@ -465,9 +474,9 @@ mod tests {
                 ("fieldSelector", "nodeName=vm-ns/vm1".to_string())
             ]
         );
-        assert_eq!(
-            http_config(HttpConfig::default()).watch_stall_timeout,
-            READ_TIMEOUT
-        );
+        let h = http_config(HttpConfig::default());
+        assert_eq!(h.watch_stall_timeout, READ_TIMEOUT);
+        assert_eq!(h.tcp_keepalive, Some(KEEPALIVE));
+        assert_eq!(KEEPALIVE.detects_within(), Duration::from_secs(90));
     }
 }

@@ -1,4 +1,5 @@
-//! HTTPS to the API server: the only file that uses ureq. Owns the agent (TLS from the
+//! HTTPS to the API server: the only file that uses ureq (with its part `keepalive`, a TCP
+//! connector for watches that stay quiet for hours). Owns the agent (TLS from the
 //! [`ClusterConfig`]), bearer tokens (a token file is re-read every minute and after a 401,
 //! as client-go's cached file token source does), client certificate files (re-read on the
 //! same schedule and after a TLS failure; a changed pair rebuilds the agent), request
@@ -19,7 +20,11 @@ use std::time::{Duration, Instant};
 use ureq::http::Uri;
 use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq::unversioned::transport::{Connector, DefaultConnector, NextTimeout, RustlsConnector};
+
+mod keepalive;
+
+pub use keepalive::Keepalive;
 
 use super::error::KubeError;
 use super::kubeconfig::{ClusterConfig, Credentials};
@@ -43,6 +48,9 @@ pub struct HttpConfig {
     /// Accept an `http://` server (refused unless this is set: the bearer token and every
     /// object would cross the network in cleartext).
     pub allow_plain_http: bool,
+    /// TCP keepalive on every connection (ureq's own sockets have none): for watches that
+    /// may be quiet for longer than any sensible `watch_stall_timeout`.
+    pub tcp_keepalive: Option<Keepalive>,
 }
 
 impl Default for HttpConfig {
@@ -53,6 +61,7 @@ impl Default for HttpConfig {
             watch_stall_timeout: Duration::from_secs(300),
             allow_insecure: false,
             allow_plain_http: false,
+            tcp_keepalive: None,
         }
     }
 }
@@ -219,20 +228,31 @@ fn build_agent(
         .timeout_connect(Some(cfg.connect_timeout))
         .timeout_recv_response(Some(cfg.request_timeout))
         .build();
-    Ok(match &cc.tls_server_name {
+    let resolver = match &cc.tls_server_name {
         Some(name) => {
             let target: Uri = cc.server.parse().map_err(|e| KubeError::Config {
                 what: format!("server {:?}", cc.server),
                 detail: format!("not a URL: {e}"),
             })?;
-            let resolver = OverrideResolver {
+            Some(OverrideResolver {
                 name: name.clone(),
                 target,
                 inner: DefaultResolver::default(),
-            };
-            ureq::Agent::with_parts(config, DefaultConnector::new(), resolver)
+            })
         }
-        None => ureq::Agent::new_with_config(config),
+        None => None,
+    };
+    Ok(match (cfg.tcp_keepalive, resolver) {
+        (Some(k), resolver) => {
+            // No proxy connectors: the agent has no proxy (`proxy(None)` above).
+            let connector = keepalive::KeepaliveConnector(k).chain(RustlsConnector::default());
+            match resolver {
+                Some(r) => ureq::Agent::with_parts(config, connector, r),
+                None => ureq::Agent::with_parts(config, connector, DefaultResolver::default()),
+            }
+        }
+        (None, Some(r)) => ureq::Agent::with_parts(config, DefaultConnector::new(), r),
+        (None, None) => ureq::Agent::new_with_config(config),
     })
 }
 

@@ -36,6 +36,7 @@ pub fn http_config() -> HttpConfig {
         allow_insecure: false,
         // The test API server speaks plain HTTP unless a test asks for TLS.
         allow_plain_http: true,
+        tcp_keepalive: None,
     }
 }
 
