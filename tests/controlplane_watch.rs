@@ -219,6 +219,12 @@ fn initial_sync_waits_for_all_three_bookmarks_and_accepts_every_bookmark_shape()
         "{:?}",
         srv.requests()
     );
+    // Waiting on quiet streams is not being stuck, however long.
+    assert_eq!(
+        src.heartbeats()
+            .stuck(Instant::now() + Duration::from_secs(24 * 3600)),
+        vec![]
+    );
     // Stopping interrupts the three open streams at once.
     let t = Instant::now();
     src.stop();

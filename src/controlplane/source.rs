@@ -24,7 +24,8 @@
 //!   once; a failure, or an end before the bookmark, backs off (`k8s::backoff`), and a
 //!   bookmark resets the backoff.
 //!
-//! Undecodable lines are logged naming the watch, the object and the decoder's error (which
+//! Each thread has a heartbeat ([`Source::heartbeats`], for the watchdog), busy only while
+//! it handles a line. Undecodable lines are logged naming the watch, the object and the decoder's error (which
 //! names the field), counted, and given to [`State::on_undecodable`].
 
 use std::collections::BTreeMap;
@@ -37,9 +38,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
 use super::event::{Event, bad_event_identity, decode_group_event, decode_policy_event};
 use super::state::{Outcome, State};
 use super::{GroupKind, Kind};
+use crate::heartbeat::{Heartbeats, Pulse};
 use crate::k8s::KubeError;
 use crate::k8s::backoff::{Backoff, BackoffConfig};
 use crate::k8s::http::{Client, HttpConfig, Keepalive, WatchStream};
+use crate::k8s::source::BUSY_DEADLINE;
 
 /// The API group and version every watch path starts with.
 pub const API_PREFIX: &str = "/apis/controlplane.antrea.io/v1beta2";
@@ -129,6 +132,7 @@ pub struct Source {
     client: Arc<Client>,
     state: Arc<Mutex<State>>,
     status: StatusMap,
+    heartbeats: Arc<Heartbeats>,
 }
 
 impl Source {
@@ -153,10 +157,12 @@ impl Source {
             client: Arc::new(client),
             state: Arc::new(Mutex::new(State::new())),
             status,
+            heartbeats: Arc::new(Heartbeats::default()),
         };
         for kind in Kind::ALL {
             let name = format!("cp-watch-{}", kind.plural());
             let w = WatchThread {
+                pulse: s.heartbeats.register(&name, BUSY_DEADLINE, Instant::now()),
                 kind,
                 client: Arc::clone(&s.client),
                 cfg: cfg.clone(),
@@ -186,6 +192,12 @@ impl Source {
     /// [`Update`]). Hold the lock briefly: the watch threads wait for it.
     pub fn state(&self) -> &Arc<Mutex<State>> {
         &self.state
+    }
+
+    /// The heartbeats of the watch threads (for the watchdog): busy only while handling a
+    /// line, idle while waiting on a stream, a connection or a backoff.
+    pub fn heartbeats(&self) -> &Arc<Heartbeats> {
+        &self.heartbeats
     }
 
     /// Each watch's health.
@@ -231,6 +243,7 @@ enum End {
 
 /// One watch's thread.
 struct WatchThread {
+    pulse: Pulse,
     kind: Kind,
     client: Arc<Client>,
     cfg: SourceConfig,
@@ -247,6 +260,7 @@ impl WatchThread {
 
     /// Wait `d` unless stopping; false when stopping.
     fn sleep(&self, d: Duration) -> bool {
+        self.pulse.idle();
         matches!(self.stop.recv_timeout(d), Err(RecvTimeoutError::Timeout))
     }
 
@@ -278,7 +292,11 @@ impl WatchThread {
             if self.stopping() {
                 return;
             }
-            let stream = match self.client.watch(&path, &query) {
+            // The request has its own timeouts: waiting on it is not being stuck.
+            self.pulse.idle();
+            let opened = self.client.watch(&path, &query);
+            self.pulse.busy();
+            let stream = match opened {
                 Ok(s) => s,
                 Err(e) => {
                     if self.stopping() {
@@ -355,7 +373,11 @@ impl WatchThread {
     fn stream(&self, mut stream: WatchStream, backoff: &mut Backoff) -> End {
         let mut bookmarked = false;
         loop {
-            let line = match stream.next_line() {
+            // A quiet stream is normal (keepalive notices a dead peer).
+            self.pulse.idle();
+            let next = stream.next_line();
+            self.pulse.busy();
+            let line = match next {
                 None => return End::Closed { bookmarked },
                 Some(Err(e)) => return End::Failed(e),
                 Some(Ok(line)) => line,
