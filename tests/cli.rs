@@ -369,7 +369,8 @@ fn the_unit_limits_memory_and_yields_to_the_switch() {
 
 /// `tether check --config <Antrea's agent config>` on a VM set up the way Antrea's
 /// `install-vm.sh` and its docs leave it (our own files with the shape of theirs): the
-/// kubeconfig comes from `clientConnection.kubeconfig`, the bridge from `ovsBridge`, the
+/// kubeconfig comes from `clientConnection.kubeconfig`, the bridge from `ovsBridge`,
+/// `antreaClientConnection.kubeconfig` is the controlplane's (no longer ignored), the
 /// feature keys make one note; the kubeconfig's `insecure-skip-tls-verify: true` is refused
 /// with a fix that names the CA first, then `allowInsecureTLS` / `--allow-insecure-tls`.
 #[test]
@@ -410,7 +411,7 @@ fn check_reads_antreas_agent_config_and_names_the_tls_fix() {
     );
     assert!(
         t.contains("ok   config: config ")
-            && t.contains("Antrea agent settings for features tether does not have, ignored: antreaClientConnection, auditLogging, featureGates"),
+            && t.contains("Antrea agent settings for features tether does not have, ignored: auditLogging, featureGates"),
         "{t}"
     );
     let i = t
