@@ -353,3 +353,77 @@ fn unmodelled_masks_and_a_full_port_mask_round_trip() {
     // A wrong width is an error, as for the older fields.
     assert!(MatchField::decode(&mut Reader::new(&[0x00, 0x01, 0xd4, 0x04, 0, 0, 0, 1])).is_err());
 }
+
+#[test]
+fn packet_out_exact_bytes() {
+    use tether::openflow::packet::PacketOut;
+    let po = cases::packet_out();
+    let b = bytes_of(|w| po.encode(w));
+    // buffer_id, actions_len 16, pad, match {in_port=5} padded to 16, output:3, packet.
+    let head = "ff ff ff ff 00 10 00 00 00 01 00 0c 80 00 00 04\n\
+                00 00 00 05 00 00 00 00 00 00 00 10 00 00 00 03\n\
+                ff ff 00 00 00 00 00 00\n";
+    assert_eq!(cases::hex(&b[..40]), head);
+    assert_eq!(b[40..], cases::rst_packet()[..]);
+    assert_eq!(
+        PacketOut::decode(&mut Reader::new(&b)).expect("decodes"),
+        po
+    );
+    // Every prefix short of the packet fails; a shorter packet is a shorter packet.
+    for n in 0..b.len() {
+        match PacketOut::decode(&mut Reader::new(&b[..n])) {
+            Err(_) => assert!(n < 40, "prefix {n} failed inside the packet"),
+            Ok(p) => {
+                assert!(n >= 40, "prefix {n} decoded");
+                assert_eq!(bytes_of(|w| p.encode(w)), b[..n]);
+            }
+        }
+    }
+}
+
+#[test]
+fn packet_in2_exact_bytes_and_accessors() {
+    use tether::openflow::packet::{PacketIn2, PacketInProp};
+    let pi = cases::packet_in2();
+    let b = bytes_of(|w| pi.encode(w));
+    let hex = cases::hex(&b);
+    // vendor, subtype 30, then NXPINT_PACKET (len 4 + 54, padded to 64) …
+    assert!(hex.starts_with("00 00 23 20 00 00 00 1e 00 00 00 3a 02 00 00 00\n"));
+    // … table_id, cookie (4 zero bytes, then the 64-bit value), reason, metadata, userdata.
+    assert_eq!(
+        cases::hex(&b[72..]),
+        "00 03 00 05 0f 00 00 00 00 04 00 10 00 00 00 00\n\
+         00 01 02 00 00 00 00 07 00 05 00 05 01 00 00 00\n\
+         00 06 00 14 80 00 00 04 00 00 00 05 00 01 06 04\n\
+         00 00 00 06 00 00 00 00 00 07 00 06 01 03 00 00\n"
+    );
+    let back = PacketIn2::decode(&mut Reader::new(&b))
+        .expect("decodes")
+        .expect("is a packet-in2");
+    assert_eq!(back, pi);
+    assert_eq!(back.userdata(), Some(&[1u8, 3][..]));
+    assert_eq!(back.table_id(), Some(15));
+    assert_eq!(back.reg(3), 6);
+    assert_eq!(back.reg(0), 0);
+    assert_eq!(back.packet(), Some(&cases::rst_packet()[..]));
+    // A prefix fails, or (ending on a property boundary) is fewer properties.
+    for n in 0..b.len() {
+        if let Ok(p) = PacketIn2::decode(&mut Reader::new(&b[..n])) {
+            let p = p.expect("still a packet-in2");
+            assert_eq!(bytes_of(|w| p.encode(w)), b[..n], "prefix {n}");
+        }
+    }
+    // OVS writes registers as OF1.5 xreg pairs: reg2:reg3 in one OXM_OF_PKT_REG1.
+    let merged = PacketIn2 {
+        props: vec![PacketInProp::Metadata(vec![MatchField::Other {
+            class: OxmClass::PACKET_REGS,
+            field: 1,
+            hasmask: false,
+            payload: vec![0, 0, 0, 0x0f, 0, 0, 0, 6],
+        }])],
+    };
+    assert_eq!((merged.reg(2), merged.reg(3)), (0x0f, 6));
+    // Another experimenter message is not a packet-in.
+    let other = [0, 0, 0x23, 0x20, 0, 0, 0, 0x10, 0, 0, 0, 2];
+    assert_eq!(PacketIn2::decode(&mut Reader::new(&other)), Ok(None));
+}

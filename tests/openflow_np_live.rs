@@ -5,9 +5,13 @@
 //! ports, SCTP ports, ICMP codes) go to the switch in one bundle; `ovs-ofctl dump-flows`
 //! must print exactly the expected text, our decoder must read back what the switch dumps
 //! (same match, same instructions), and `tether flows`' formatter must print each dumped
-//! flow as ovs-ofctl does. The shapes are Antrea's (docs in
+//! flow as ovs-ofctl does. A packet-out through a `controller(userdata=…)` flow comes
+//! back as an `NXT_PACKET_IN2` our decoder reads (userdata, table, registers, packet). The
+//! shapes are Antrea's (docs in
 //! /work/shared/reference/antrea-networkpolicy.md Part B §2.2–2.4).
 
+#[path = "openflow/cases.rs"]
+mod cases;
 #[allow(unused_imports)]
 mod common;
 
@@ -15,10 +19,17 @@ use std::time::Duration;
 
 use common::{Sandbox, privileged};
 use tether::openflow::action::{Action, ControllerProp, Ct, CtZone};
-use tether::openflow::consts::{CT_RECIRC_NONE, PacketInReason, ct_state};
+use tether::openflow::conn::{Conn, ConnOptions};
+use tether::openflow::consts::{
+    CT_RECIRC_NONE, FlowModCommand, PacketInReason, Version, ct_state, port,
+};
 use tether::openflow::flow::{Category, Flow, Owner, cookie};
+use tether::openflow::msg::Body;
 use tether::openflow::ofctl::format_flow;
 use tether::openflow::oxm::{Match, MatchField, values};
+use tether::openflow::packet::{
+    NXPIF_NXT_PACKET_IN2, PacketIn2, PacketInProp, PacketOut, set_packet_in_format,
+};
 use tether::openflow::{OfFlows, OfFlowsConfig};
 
 const NP: Owner = Owner {
@@ -228,4 +239,66 @@ fn np_flows_install_and_dump_exactly() {
         .collect();
     want_lines.sort();
     assert_eq!(ours, want_lines);
+}
+
+#[test]
+fn packet_out_to_a_controller_flow_comes_back_as_packet_in2() {
+    if !privileged("packet_out_to_a_controller_flow_comes_back_as_packet_in2") {
+        return;
+    }
+    let sb = Sandbox::start();
+    sb.add_bridge("br-int");
+    let conn = Conn::start(
+        &sb.mgmt("br-int"),
+        ConnOptions::new(Version::OF15, "np-packet-in"),
+    )
+    .expect("connect");
+    conn.wait_connected(common::patience(Duration::from_secs(10)))
+        .expect("connected");
+    let ck = cookie(1, NP.category, NP.object);
+    let flow = Flow::new(15, 200).matching(ip()).actions([
+        Action::load_reg(3, 6, u32::MAX),
+        Action::controller(&[1, 3], false),
+    ]);
+    let po = PacketOut::new(
+        port::CONTROLLER,
+        vec![Action::resubmit(15)],
+        cases::rst_packet(),
+    );
+    let reply = conn
+        .transact(
+            vec![
+                set_packet_in_format(NXPIF_NXT_PACKET_IN2),
+                // OFPT_SET_CONFIG, miss_send_len 0xffff: a service connection gets
+                // asynchronous messages only after this (ovs-ofctl(8), `monitor`).
+                Body::Other {
+                    type_: 9,
+                    body: vec![0, 0, 0xff, 0xff],
+                },
+                Body::FlowMod(flow.to_flow_mod(FlowModCommand::ADD, ck)),
+                po.to_body().expect("encodes"),
+            ],
+            common::patience(Duration::from_secs(10)),
+        )
+        .expect("transact");
+    assert!(reply.errors.is_empty(), "{:?}", reply.errors);
+    let deadline = std::time::Instant::now() + common::patience(Duration::from_secs(10));
+    let pin = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let msg = conn
+            .unsolicited()
+            .recv_timeout(left)
+            .expect("a packet-in before the deadline");
+        if let Some(p) = PacketIn2::from_body(&msg.body).expect("decodes") {
+            break (p, msg.body);
+        }
+    };
+    let (pin, raw) = pin;
+    assert_eq!(pin.userdata(), Some(&[1u8, 3][..]));
+    assert_eq!(pin.table_id(), Some(15));
+    assert_eq!(pin.reg(3), 6);
+    assert_eq!(pin.packet(), Some(&cases::rst_packet()[..]));
+    assert!(pin.props.contains(&PacketInProp::Cookie(ck)), "{pin:?}");
+    // Re-encoding what the switch sent gives its bytes back.
+    assert_eq!(pin.to_body().expect("encodes"), raw);
 }

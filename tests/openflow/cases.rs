@@ -23,6 +23,9 @@ use tether::openflow::msg::{
     PhyPort10, Port, PortMod10, PortStatus, port_name_field,
 };
 use tether::openflow::oxm::{MatchField, values};
+use tether::openflow::packet::{
+    NXPIF_NXT_PACKET_IN2, PacketIn2, PacketInProp, PacketOut, set_packet_in_format,
+};
 
 const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0a];
 const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0b];
@@ -238,6 +241,44 @@ pub fn np_icmp_flow() -> Flow {
         .actions([Action::controller(&[1, 1], false)])
 }
 
+/// A TCP RST|ACK from 10.0.0.2:80 to 10.0.0.1:40000, as Antrea's Reject sends back (checksums
+/// zero: OVS prints them, it does not check them).
+pub fn rst_packet() -> Vec<u8> {
+    let mut p = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    p.extend([
+        0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1,
+    ]);
+    p.extend([
+        0, 80, 0x9c, 0x40, 0, 0, 0, 0, 0, 0, 0x10, 0x01, 0x50, 0x14, 0, 0, 0, 0, 0, 0,
+    ]);
+    p
+}
+
+pub fn packet_out() -> PacketOut {
+    PacketOut::new(5, vec![Action::output(3)], rst_packet())
+}
+
+/// What OVS sends for `controller(userdata=01.03)` in table 15 (reference Part B §2.4).
+pub fn packet_in2() -> PacketIn2 {
+    PacketIn2 {
+        props: vec![
+            PacketInProp::Packet(rst_packet()),
+            PacketInProp::TableId(15),
+            PacketInProp::Cookie(cookie(1, Category(2), 7)),
+            PacketInProp::Reason(PacketInReason::ACTION),
+            PacketInProp::Metadata(vec![
+                MatchField::InPort(5),
+                MatchField::Reg {
+                    idx: 3,
+                    value: 6,
+                    mask: None,
+                },
+            ]),
+            PacketInProp::Userdata(vec![1, 3]),
+        ],
+    }
+}
+
 pub fn cases() -> Vec<(&'static str, Msg)> {
     let ck = cookie(1, Category::TRAFFIC_CONTROL, 0x2a);
     let add = tcp_flow().to_flow_mod(FlowModCommand::ADD, ck);
@@ -383,6 +424,12 @@ pub fn cases() -> Vec<(&'static str, Msg)> {
             ),
         ),
         ("flow_mod_add", m15(11, Body::FlowMod(add.clone()))),
+        ("packet_out", m15(44, packet_out().to_body().unwrap())),
+        ("packet_in2", m15(45, packet_in2().to_body().unwrap())),
+        (
+            "set_packet_in_format",
+            m15(46, set_packet_in_format(NXPIF_NXT_PACKET_IN2)),
+        ),
         (
             "flow_mod_np_ct",
             m15(
