@@ -427,3 +427,40 @@ fn packet_in2_exact_bytes_and_accessors() {
     let other = [0, 0, 0x23, 0x20, 0, 0, 0, 0x10, 0, 0, 0, 2];
     assert_eq!(PacketIn2::decode(&mut Reader::new(&other)), Ok(None));
 }
+
+#[test]
+fn zero_conntrack_values_print_as_ovs_does() {
+    use tether::openflow::action::Instruction;
+    use tether::openflow::ofctl::{format_instructions, format_match};
+    // `ovs-ofctl -O OpenFlow15 parse-flow "ip,ct_mark=0/0xf,ct_label=0/0xf,
+    // actions=ct(commit,exec(set_field:0/0xf->ct_mark))"` (OVS 3.1) prints
+    // `ct_mark=0/0xf,ct_label=0/0xf,ip` and the actions as given: C's `%#x` and
+    // `ds_put_hex` write zero as `0`.
+    let fields = vec![
+        MatchField::EthType(0x0800),
+        MatchField::CtMark {
+            value: 0,
+            mask: Some(0xf),
+        },
+        MatchField::CtLabel {
+            value: 0,
+            mask: Some(0xf),
+        },
+    ];
+    assert_eq!(
+        format_match(&fields, 0x8000),
+        "ct_mark=0/0xf,ct_label=0/0xf,ip"
+    );
+    let ins = [Instruction::ApplyActions(vec![Action::Ct(Ct {
+        flags: 1,
+        actions: vec![Action::SetField(MatchField::CtMark {
+            value: 0,
+            mask: Some(0xf),
+        })],
+        ..Ct::track(0, 0xff)
+    })])];
+    assert_eq!(
+        format_instructions(&ins),
+        "ct(commit,exec(set_field:0/0xf->ct_mark))"
+    );
+}

@@ -185,6 +185,7 @@ impl Action {
     }
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Action, WireError> {
+        // Long on purpose: one arm per action layout (and its length rule), a table.
         let type_ = ActionType(r.u16("action type")?);
         let len = usize::from(r.u16("action length")?);
         if len < 8 || len % 8 != 0 {

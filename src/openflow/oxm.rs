@@ -179,6 +179,7 @@ impl MatchField {
 
     /// The same field with its value masked and a full mask removed.
     pub fn canonical(self) -> MatchField {
+        // Long on purpose: one arm per maskable field, a table to read against the enum.
         use MatchField::*;
         fn mac(v: Mac, m: Option<Mac>) -> (Mac, Option<Mac>) {
             match m {
