@@ -1,10 +1,10 @@
 //! Actions (OF1.5 §7.2.5) and instructions (OF1.5 §7.2.4) for flow mods and flow
 //! descriptions, with the Nicira extension actions OVS understands (`NXAST_OUTPUT_REG`,
 //! `NXAST_RESUBMIT_TABLE`, and for NetworkPolicy `NXAST_CONJUNCTION`, `NXAST_CT` and
-//! `NXAST_CONTROLLER2` (the last two in [`nx`]); layouts from OVS `lib/ofp-actions.c`).
-//! Register loads are plain
-//! OF1.5 `SET_FIELD` actions with an optional OXM mask, as OVS itself encodes them for 1.5.
-//! Anything else decodes as `Other` and encodes back unchanged.
+//! `NXAST_CONTROLLER2` (the last two in `action/nx.rs`); layouts from OVS
+//! `lib/ofp-actions.c`). Register loads are plain OF1.5 `SET_FIELD` actions with an
+//! optional OXM mask, as OVS itself encodes them for 1.5. Anything else decodes as `Other`
+//! and encodes back unchanged.
 
 mod nx;
 
