@@ -45,7 +45,15 @@ fn flow_descriptions_print_as_ovs_ofctl_does() {
 /// The match and actions of every stored flow mod, as ovs-ofctl printed them.
 #[test]
 fn flow_mod_matches_and_actions_print_as_ovs_ofctl_does() {
-    for name in ["flow_mod_add", "flow_mod_add_v6", "bundle_add"] {
+    for name in [
+        "flow_mod_add",
+        "flow_mod_add_v6",
+        "bundle_add",
+        "flow_mod_np_ct",
+        "flow_mod_np_conj",
+        "flow_mod_np_icmp6",
+        "flow_mod_np_icmp",
+    ] {
         let (bytes, txt) = stored(name);
         let msg = Msg::decode(&bytes).unwrap();
         let fm = match msg.body {

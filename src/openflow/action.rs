@@ -1,13 +1,19 @@
 //! Actions (OF1.5 §7.2.5) and instructions (OF1.5 §7.2.4) for flow mods and flow
 //! descriptions, with the Nicira extension actions OVS understands (`NXAST_OUTPUT_REG`,
-//! `NXAST_RESUBMIT_TABLE`; layouts from OVS `lib/ofp-actions.c`). Register loads are plain
-//! OF1.5 `SET_FIELD` actions with an optional OXM mask, as OVS itself encodes them for 1.5.
-//! Anything else decodes as `Other` and encodes back unchanged.
+//! `NXAST_RESUBMIT_TABLE`, and for NetworkPolicy `NXAST_CONJUNCTION`, `NXAST_CT` and
+//! `NXAST_CONTROLLER2` (the last two in `action/nx.rs`); layouts from OVS
+//! `lib/ofp-actions.c`). Register loads are plain OF1.5 `SET_FIELD` actions with an
+//! optional OXM mask, as OVS itself encodes them for 1.5. Anything else decodes as `Other`
+//! and encodes back unchanged.
+
+mod nx;
+
+pub use nx::{CONTROLLER2_LEN, CT_LEN, ControllerProp, Ct, CtZone};
 
 use super::WireError;
-use super::codec::{Reader, Writer};
+use super::codec::{LenMark, Reader, Writer};
 use super::consts::{
-    ActionType, InstructionType, NX_EXPERIMENTER, NxActionSubtype, OxmClass, port,
+    ActionType, InstructionType, NX_EXPERIMENTER, NxActionSubtype, OxmClass, ct_flags, port,
 };
 use super::oxm::MatchField;
 
@@ -27,6 +33,14 @@ pub enum Action {
     },
     /// `NXAST_RESUBMIT_TABLE`: `resubmit(<in_port>,<table>)`; `in_port` 0xfff8 means "keep".
     Resubmit { in_port: u16, table: u8 },
+    /// `NXAST_CONJUNCTION`: `conjunction(<id>,<clause + 1>/<n_clauses>)`. `clause` is the
+    /// wire's 0-based clause number (OVS requires `clause < n_clauses`, 2 ≤ n ≤ 64).
+    Conjunction { id: u32, clause: u8, n_clauses: u8 },
+    /// `NXAST_CT`: `ct(commit,table=T,zone=Z,exec(...))`.
+    Ct(Ct),
+    /// `NXAST_CONTROLLER2`: `controller(userdata=…,pause,…)`, the properties in wire order.
+    /// A plain `CONTROLLER:<max_len>` is [`Action::Output`] to [`port::CONTROLLER`].
+    Controller2(Vec<ControllerProp>),
     /// Any other action: its type and the bytes after the 4-byte type/length header.
     Other { type_: ActionType, body: Vec<u8> },
 }
@@ -59,6 +73,43 @@ impl Action {
             value,
             mask: (mask != u32::MAX).then_some(mask),
         })
+    }
+
+    /// `output:CONTROLLER` with `max_len` bytes of the packet (`CONTROLLER:<max_len>`).
+    pub fn to_controller(max_len: u16) -> Action {
+        Action::Output {
+            port: port::CONTROLLER,
+            max_len,
+        }
+    }
+
+    /// `conjunction(<id>,<k>/<n>)`, `k` counted from 1 as in ovs-ofctl's text.
+    pub fn conjunction(id: u32, k: u8, n: u8) -> Action {
+        Action::Conjunction {
+            id,
+            clause: k.wrapping_sub(1),
+            n_clauses: n,
+        }
+    }
+
+    /// `ct(commit,table=<table>,zone=<zone>,exec(<actions>))` (`table` may be
+    /// [`super::consts::CT_RECIRC_NONE`]).
+    pub fn ct_commit(zone: u16, table: u8, exec: Vec<Action>) -> Action {
+        Action::Ct(Ct {
+            flags: ct_flags::COMMIT,
+            actions: exec,
+            ..Ct::track(zone, table)
+        })
+    }
+
+    /// `controller(userdata=<userdata>[,pause])`: packet-in with userdata, as Antrea's
+    /// Reject/logging (`userdata=01.<op>`) and DNS interception (`02`, `pause`) send it.
+    pub fn controller(userdata: &[u8], pause: bool) -> Action {
+        let mut props = vec![ControllerProp::Userdata(userdata.to_vec())];
+        if pause {
+            props.push(ControllerProp::Pause);
+        }
+        Action::Controller2(props)
     }
 
     /// `resubmit(,<table>)`.
@@ -103,6 +154,26 @@ impl Action {
                 w.u8(*table);
                 w.zeros(3);
             }
+            Action::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => {
+                nx_header(w, 16, NxActionSubtype::CONJUNCTION);
+                w.u8(*clause);
+                w.u8(*n_clauses);
+                w.u32(*id);
+            }
+            Action::Ct(ct) => {
+                let mark = nx_header_var(w, start, NxActionSubtype::CT);
+                ct.encode_body(w)?;
+                w.patch_len(mark)?;
+            }
+            Action::Controller2(props) => {
+                let mark = nx_header_var(w, start, NxActionSubtype::CONTROLLER2);
+                nx::encode_controller2(props, w)?;
+                w.patch_len(mark)?;
+            }
             Action::Other { type_, body } => {
                 w.u16(type_.0);
                 let mark = w.reserve_len_from(start);
@@ -114,6 +185,7 @@ impl Action {
     }
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Action, WireError> {
+        // Long on purpose: one arm per action layout (and its length rule), a table.
         let type_ = ActionType(r.u16("action type")?);
         let len = usize::from(r.u16("action length")?);
         if len < 8 || len % 8 != 0 {
@@ -173,12 +245,31 @@ impl Action {
                         let table = b.u8("resubmit table")?;
                         Ok(Action::Resubmit { in_port, table })
                     }
-                    (NxActionSubtype::OUTPUT_REG | NxActionSubtype::RESUBMIT_TABLE, _) => {
-                        Err(WireError::BadLength {
-                            what: "nicira action",
-                            len,
+                    (NxActionSubtype::CONJUNCTION, 16) => {
+                        let clause = b.u8("conjunction clause")?;
+                        let n_clauses = b.u8("conjunction n_clauses")?;
+                        let id = b.u32("conjunction id")?;
+                        Ok(Action::Conjunction {
+                            id,
+                            clause,
+                            n_clauses,
                         })
                     }
+                    (NxActionSubtype::CT, CT_LEN..) => Ok(Action::Ct(Ct::decode_body(&mut b)?)),
+                    (NxActionSubtype::CONTROLLER2, CONTROLLER2_LEN..) => {
+                        Ok(Action::Controller2(nx::decode_controller2(&mut b)?))
+                    }
+                    (
+                        NxActionSubtype::OUTPUT_REG
+                        | NxActionSubtype::RESUBMIT_TABLE
+                        | NxActionSubtype::CONJUNCTION
+                        | NxActionSubtype::CT
+                        | NxActionSubtype::CONTROLLER2,
+                        _,
+                    ) => Err(WireError::BadLength {
+                        what: "nicira action",
+                        len,
+                    }),
                     _ => Ok(other(&all)),
                 }
             }
@@ -192,6 +283,15 @@ fn nx_header(w: &mut Writer<'_>, len: u16, sub: NxActionSubtype) {
     w.u16(len);
     w.u32(NX_EXPERIMENTER);
     w.u16(sub.0);
+}
+
+/// A Nicira action header whose length is patched once the body is written.
+fn nx_header_var(w: &mut Writer<'_>, start: usize, sub: NxActionSubtype) -> LenMark {
+    w.u16(ActionType::EXPERIMENTER.0);
+    let mark = w.reserve_len_from(start);
+    w.u32(NX_EXPERIMENTER);
+    w.u16(sub.0);
+    mark
 }
 
 /// Encode a list of actions back to back.

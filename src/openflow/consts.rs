@@ -212,8 +212,18 @@ open_newtype! {
         REG_LOAD = 7,
         RESUBMIT_TABLE = 14,
         OUTPUT_REG = 15,
-        CT = 35,
+        /// `NXAST_CONTROLLER` (OVS `lib/ofp-actions.c` `struct nx_action_controller`).
+        CONTROLLER = 20,
         OUTPUT_REG2 = 32,
+        /// `NXAST_CONJUNCTION` (`struct nx_action_conjunction`).
+        CONJUNCTION = 34,
+        /// `NXAST_CT` (`struct nx_action_conntrack`).
+        CT = 35,
+        /// `NXAST_NAT` (`struct nx_action_nat`), nested in `ct(...)`; kept raw.
+        NAT = 36,
+        /// `NXAST_CONTROLLER2` (`struct nx_action_controller2` and its `NXAC2PT_*`
+        /// properties).
+        CONTROLLER2 = 37,
     }
 }
 
@@ -486,4 +496,40 @@ pub mod ct_state {
     pub const RPL: u32 = 0x08;
     pub const INV: u32 = 0x10;
     pub const TRK: u32 = 0x20;
+}
+
+/// `NX_CT_F_*` flags of `NXAST_CT` (OVS `include/openflow/nicira-ext.h`).
+pub mod ct_flags {
+    pub const COMMIT: u16 = 1 << 0;
+    pub const FORCE: u16 = 1 << 1;
+}
+
+/// `NX_CT_RECIRC_NONE`: `ct` without `table=` (OVS `include/openflow/nicira-ext.h`).
+pub const CT_RECIRC_NONE: u8 = 0xff;
+
+open_newtype! {
+    /// `enum nx_action_controller2_prop_type` (OVS `lib/ofp-actions.c`).
+    ControllerPropType(u16) {
+        MAX_LEN = 0,
+        CONTROLLER_ID = 1,
+        REASON = 2,
+        USERDATA = 3,
+        PAUSE = 4,
+        METER_ID = 5,
+    }
+}
+
+open_newtype! {
+    /// Packet-in reasons as OVS numbers them in `NXAC2PT_REASON` (`enum
+    /// ofp_packet_in_reason`, OVS `include/openvswitch/ofp-packet.h`; 0..2 are OF1.0's).
+    PacketInReason(u8) {
+        NO_MATCH = 0,
+        ACTION = 1,
+        INVALID_TTL = 2,
+        ACTION_SET = 3,
+        GROUP = 4,
+        PACKET_OUT = 5,
+        EXPLICIT_MISS = 6,
+        IMPLICIT_MISS = 7,
+    }
 }

@@ -7,7 +7,7 @@
 //!   [`consts`] protocol numbers as open newtypes; [`oxm`] match fields; [`action`]
 //!   actions and instructions; [`msg`] header, framing, messages and bundles; [`port`] the
 //!   port description; [`flowmod`] flow mods and multipart; [`monitor`] OVS's Nicira flow
-//!   monitor. No sockets, no clocks.
+//!   monitor; [`packet`] packet-out and `NXT_PACKET_IN2` bodies. No sockets, no clocks.
 //! - [`flow`] the [`Flow`] value type and cookies; [`flowset`] the desired flows per owner
 //!   and the pure diff that turns a new set into flow mods.
 //! - [`conn`] (with its owner thread, `conn/owner.rs`) the only code that touches a socket:
@@ -38,6 +38,7 @@ pub mod msg;
 mod noflood;
 pub mod ofctl;
 pub mod oxm;
+pub mod packet;
 pub mod port;
 mod replay;
 mod shared;

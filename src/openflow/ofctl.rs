@@ -11,8 +11,8 @@
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::action::{Action, Instruction};
-use super::consts::{OxmClass, ct_state, port};
+use super::action::{Action, ControllerProp, Ct, CtZone, Instruction};
+use super::consts::{CT_RECIRC_NONE, OxmClass, PacketInReason, ct_flags, ct_state, port};
 use super::flowmod::FlowDesc;
 use super::oxm::{Mac, Match, MatchField, values};
 
@@ -147,8 +147,9 @@ fn duration(sec: u32, nsec: u32) -> String {
     s
 }
 
-/// `match_format`: priority, ct_state, the protocol shorthand, registers, in_port,
-/// Ethernet, IPv6, IPv4, the protocol number, then ICMP type or L4 ports.
+/// `match_format`: priority, conj_id, ct_state, ct_zone, ct_mark, ct_label, the protocol
+/// shorthand, registers, in_port, Ethernet, IPv6, IPv4, the protocol number, then ICMP
+/// type and code or L4 ports.
 pub fn format_match(fields: &[MatchField], priority: u16) -> String {
     // Long on purpose: one pass per field in `match_format`'s order, a table to read
     // against OVS's source.
@@ -170,13 +171,34 @@ pub fn format_match(fields: &[MatchField], priority: u16) -> String {
         _ => None,
     });
     for f in fields {
+        if let ConjId(id) = f {
+            parts.push(format!("conj_id={id}"));
+        }
+    }
+    for f in fields {
         if let CtState { value, mask } = f {
             parts.push(format!(
                 "ct_state={}",
-                ct_flags(*value, mask.unwrap_or(0xff))
+                ct_state_flags(*value, mask.unwrap_or(0xff))
             ));
         }
     }
+    parts.extend(fields.iter().filter_map(|f| match f {
+        CtZone(z) => Some(format!("ct_zone={z}")),
+        _ => None,
+    }));
+    parts.extend(fields.iter().filter_map(|f| match f {
+        // `format_uint32_masked`: C's `%#x`, so 0 is `0`.
+        CtMark { value, mask } => Some(match mask {
+            Some(m) if *m != u32::MAX => format!("ct_mark={}/{}", c_hex(*value), c_hex(*m)),
+            _ => format!("ct_mark={}", c_hex(*value)),
+        }),
+        _ => None,
+    }));
+    parts.extend(fields.iter().filter_map(|f| match f {
+        CtLabel { value, mask } => Some(format!("ct_label={}", hex_u128(*value, *mask))),
+        _ => None,
+    }));
     // The shorthand stands for eth_type (and ip_proto when it names one).
     let (shorthand, skip_proto) = match (eth_type, proto) {
         (Some(values::ETH_TYPE_IPV4), Some(p)) => match p {
@@ -258,11 +280,21 @@ pub fn format_match(fields: &[MatchField], priority: u16) -> String {
         _ => None,
     });
     push(&mut parts, &|f| match f {
-        TcpSrc(p) | UdpSrc(p) => Some(format!("tp_src={p}")),
+        Icmpv4Code(c) | Icmpv6Code(c) => Some(format!("icmp_code={c}")),
         _ => None,
     });
     push(&mut parts, &|f| match f {
-        TcpDst(p) | UdpDst(p) => Some(format!("tp_dst={p}")),
+        TcpSrc(p) | UdpSrc(p) | SctpSrc(p, None) => Some(format!("tp_src={p}")),
+        TcpSrcMasked(p, m) | UdpSrcMasked(p, m) | SctpSrc(p, Some(m)) => {
+            Some(format!("tp_src={}", be16_masked(*p, *m)))
+        }
+        _ => None,
+    });
+    push(&mut parts, &|f| match f {
+        TcpDst(p) | UdpDst(p) | SctpDst(p, None) => Some(format!("tp_dst={p}")),
+        TcpDstMasked(p, m) | UdpDstMasked(p, m) | SctpDst(p, Some(m)) => {
+            Some(format!("tp_dst={}", be16_masked(*p, *m)))
+        }
         _ => None,
     });
     push(&mut parts, &|f| match f {
@@ -272,8 +304,53 @@ pub fn format_match(fields: &[MatchField], priority: u16) -> String {
     parts.join(",")
 }
 
+/// `format_be16_masked`: decimal when exact, else `0x<value>/0x<mask>`.
+fn be16_masked(v: u16, m: u16) -> String {
+    if m == u16::MAX {
+        v.to_string()
+    } else {
+        format!("{v:#x}/{m:#x}")
+    }
+}
+
+/// C's `%#x`: `0` for zero, else `0x…`.
+fn c_hex(v: u32) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+/// `ds_put_hex` of big-endian bytes: leading zero bytes skipped, `0` for all zeros (it is
+/// the same text for any width, so one u128 form serves ct_label, ct_mark and ports).
+fn put_hex(v: u128) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+/// `format_ct_label_masked` (and `mf_format` of a hexadecimal field): value, and
+/// `/mask` unless all ones.
+fn hex_u128(value: u128, mask: Option<u128>) -> String {
+    match mask {
+        Some(m) if m != u128::MAX => format!("{}/{}", put_hex(value), put_hex(m)),
+        _ => put_hex(value),
+    }
+}
+
+/// `mf_format` of a decimal field (`mf_format_integer_string`): decimal, and `/<hex mask>`.
+fn dec_masked(value: u16, mask: Option<u16>) -> String {
+    match mask {
+        Some(m) if m != u16::MAX => format!("{value}/{}", put_hex(u128::from(m))),
+        _ => value.to_string(),
+    }
+}
+
 /// `format_flags_masked` over ct_state's bits, lowest first: `+new-inv+trk`.
-fn ct_flags(value: u32, mask: u32) -> String {
+fn ct_state_flags(value: u32, mask: u32) -> String {
     let names = [
         (ct_state::NEW, "new"),
         (ct_state::EST, "est"),
@@ -445,8 +522,119 @@ fn format_action(a: &Action) -> String {
                 format!("resubmit({port},{table})")
             }
         }
+        Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => format!("conjunction({id},{}/{n_clauses})", u16::from(*clause) + 1),
+        Action::Ct(ct) => format_ct(ct),
+        Action::Controller2(props) => format_controller(props),
         Action::Other { type_, body } => format!("action(type={:#x},{})", type_.0, hex(body)),
     }
+}
+
+/// `format_CT`: flags, table, zone, `exec(...)`, alg; a leading NAT (kept raw) prints
+/// inside `exec` where OVS would print `nat(...)` before it.
+fn format_ct(ct: &Ct) -> String {
+    let mut s = String::from("ct(");
+    if ct.flags & ct_flags::COMMIT != 0 {
+        s.push_str("commit,");
+    }
+    if ct.flags & ct_flags::FORCE != 0 {
+        s.push_str("force,");
+    }
+    if ct.table != CT_RECIRC_NONE {
+        let _ = write!(s, "table={},", ct.table);
+    }
+    match ct.zone {
+        CtZone::Field { src, ofs_nbits } => {
+            let _ = write!(s, "zone={},", subfield(src, ofs_nbits));
+        }
+        CtZone::Imm(0) => {}
+        CtZone::Imm(z) => {
+            let _ = write!(s, "zone={z},");
+        }
+    }
+    if !ct.actions.is_empty() {
+        let exec: Vec<String> = ct.actions.iter().map(format_action).collect();
+        let _ = write!(s, "exec({}),", exec.join(","));
+    }
+    match ct.alg {
+        0 => {}
+        21 => s.push_str("alg=ftp,"),
+        69 => s.push_str("alg=tftp,"),
+        a => {
+            let _ = write!(s, "alg={a},");
+        }
+    }
+    if s.ends_with(',') {
+        s.pop();
+    }
+    s.push(')');
+    s
+}
+
+/// `format_CONTROLLER`: `CONTROLLER:<max_len>` when only max_len is set, else
+/// `controller(reason=…,max_len=…,id=…,userdata=…,pause,meter_id=…)` without defaults.
+fn format_controller(props: &[ControllerProp]) -> String {
+    let (mut max_len, mut id, mut reason) = (u16::MAX, 0u16, PacketInReason::ACTION);
+    let (mut userdata, mut pause, mut meter) = (&[][..], false, 0u32);
+    let mut unknown = Vec::new();
+    for p in props {
+        match p {
+            ControllerProp::MaxLen(m) => max_len = *m,
+            ControllerProp::ControllerId(i) => id = *i,
+            ControllerProp::Reason(r) => reason = *r,
+            ControllerProp::Userdata(d) => userdata = d,
+            ControllerProp::Pause => pause = true,
+            ControllerProp::MeterId(m) => meter = *m,
+            ControllerProp::Other { type_, value } => {
+                unknown.push(format!("prop(type={},{})", type_.0, hex(value)));
+            }
+        }
+    }
+    if reason == PacketInReason::ACTION
+        && id == 0
+        && userdata.is_empty()
+        && !pause
+        && meter == 0
+        && unknown.is_empty()
+    {
+        return format!("CONTROLLER:{max_len}");
+    }
+    let mut parts = Vec::new();
+    if reason != PacketInReason::ACTION {
+        parts.push(format!(
+            "reason={}",
+            match reason {
+                PacketInReason::NO_MATCH => "no_match".into(),
+                PacketInReason::INVALID_TTL => "invalid_ttl".into(),
+                PacketInReason::ACTION_SET => "action_set".into(),
+                PacketInReason::GROUP => "group".into(),
+                PacketInReason::PACKET_OUT => "packet_out".into(),
+                PacketInReason::EXPLICIT_MISS | PacketInReason::IMPLICIT_MISS => String::new(),
+                r => r.0.to_string(),
+            }
+        ));
+    }
+    if max_len != u16::MAX {
+        parts.push(format!("max_len={max_len}"));
+    }
+    if id != 0 {
+        parts.push(format!("id={id}"));
+    }
+    if !userdata.is_empty() {
+        let bytes: Vec<String> = userdata.iter().map(|b| format!("{b:02x}")).collect();
+        parts.push(format!("userdata={}", bytes.join(".")));
+    }
+    if pause {
+        parts.push("pause".into());
+    }
+    if meter != 0 {
+        parts.push(format!("meter_id={meter}"));
+    }
+    parts.extend(unknown);
+    format!("controller({})", parts.join(","))
 }
 
 /// `NXM_NX_REG<n>[]`, `[bit]` or `[start..end]` (`mf_format_subfield`).
@@ -490,6 +678,24 @@ fn set_field(f: &MatchField) -> String {
         UdpDst(p) => (p.to_string(), "udp_dst".into()),
         Icmpv4Type(t) => (t.to_string(), "icmp_type".into()),
         Icmpv6Type(t) => (t.to_string(), "icmpv6_type".into()),
+        Icmpv4Code(c) => (c.to_string(), "icmp_code".into()),
+        Icmpv6Code(c) => (c.to_string(), "icmpv6_code".into()),
+        TcpSrcMasked(p, m) => (dec_masked(*p, Some(*m)), "tcp_src".into()),
+        TcpDstMasked(p, m) => (dec_masked(*p, Some(*m)), "tcp_dst".into()),
+        UdpSrcMasked(p, m) => (dec_masked(*p, Some(*m)), "udp_src".into()),
+        UdpDstMasked(p, m) => (dec_masked(*p, Some(*m)), "udp_dst".into()),
+        SctpSrc(p, m) => (dec_masked(*p, *m), "sctp_src".into()),
+        SctpDst(p, m) => (dec_masked(*p, *m), "sctp_dst".into()),
+        ConjId(id) => (id.to_string(), "conj_id".into()),
+        CtZone(z) => (z.to_string(), "ct_zone".into()),
+        CtMark { value, mask } => (
+            hex_u128(
+                u128::from(*value),
+                mask.map(u128::from).filter(|m| *m != 0xffff_ffff),
+            ),
+            "ct_mark".into(),
+        ),
+        CtLabel { value, mask } => (hex_u128(*value, *mask), "ct_label".into()),
         CtState { value, mask } => (hex_masked(*value, *mask), "ct_state".into()),
         Other { .. } => return format!("set_field:{}", raw_oxm(f)),
     };
@@ -512,10 +718,10 @@ mod tests {
     #[test]
     fn ct_state_bits_lowest_first() {
         assert_eq!(
-            ct_flags(ct_state::NEW | ct_state::TRK, 0x31),
+            ct_state_flags(ct_state::NEW | ct_state::TRK, 0x31),
             "+new-inv+trk"
         );
-        assert_eq!(ct_flags(0, 0), "0/0");
+        assert_eq!(ct_state_flags(0, 0), "0/0");
     }
 
     #[test]

@@ -4,9 +4,14 @@
 //!
 //! Header layout (OF1.5 §7.2.3.2): `class(16) | field(7) | hasmask(1) | length(8)`, where
 //! length counts the value and, when masked, the mask. Field numbers for the
-//! `OPENFLOW_BASIC` class are OF1.5 §7.2.3.7; registers and `ct_state` are Nicira fields in
-//! class `NXM_1` (OVS `lib/meta-flow.xml`;
-//! docs/antrea-compat.md#wire-encoding-of-fields-and-actions).
+//! `OPENFLOW_BASIC` class are OF1.5 §7.2.3.7; registers, `conj_id` and the conntrack fields
+//! (`ct_state`, `ct_zone`, `ct_mark`, `ct_label`) are Nicira fields in class `NXM_1` (OVS
+//! `lib/meta-flow.xml`; docs/antrea-compat.md#wire-encoding-of-fields-and-actions).
+//! Transport ports may carry a mask (meta-flow.xml: "Maskable: bitwise" since OVS 1.6;
+//! OVS accepts and dumps `OXM_OF_TCP_DST` with `hasmask`), which is how Antrea writes port
+//! ranges (`portsToBitRanges`). The exact forms `TcpDst(u16)` … predate the masks, so a
+//! masked TCP/UDP port is its own variant; [`Match::new`] turns a full mask into the exact
+//! form.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -38,6 +43,30 @@ pub enum MatchField {
     Ipv6Src(Ipv6Addr, Option<Ipv6Addr>),
     Ipv6Dst(Ipv6Addr, Option<Ipv6Addr>),
     Icmpv6Type(u8),
+    /// `tp_src=0x…/0x…` of TCP: a port range as value/mask.
+    TcpSrcMasked(u16, u16),
+    /// `tp_dst=0x…/0x…` of TCP.
+    TcpDstMasked(u16, u16),
+    UdpSrcMasked(u16, u16),
+    UdpDstMasked(u16, u16),
+    SctpSrc(u16, Option<u16>),
+    SctpDst(u16, Option<u16>),
+    Icmpv4Code(u8),
+    Icmpv6Code(u8),
+    /// Nicira `NXM_NX_CONJ_ID`: the id of a matched `conjunction`, 32 bits, no mask.
+    ConjId(u32),
+    /// Nicira `NXM_NX_CT_ZONE`, 16 bits, no mask.
+    CtZone(u16),
+    /// Nicira `NXM_NX_CT_MARK`, 32 bits.
+    CtMark {
+        value: u32,
+        mask: Option<u32>,
+    },
+    /// Nicira `NXM_NX_CT_LABEL`, 128 bits (the wire's big-endian bytes as a number).
+    CtLabel {
+        value: u128,
+        mask: Option<u128>,
+    },
     /// Nicira `NXM_NX_REG<idx>`, idx 0..=15, 32 bits.
     Reg {
         idx: u8,
@@ -71,14 +100,22 @@ mod basic {
     pub const TCP_DST: u8 = 14;
     pub const UDP_SRC: u8 = 15;
     pub const UDP_DST: u8 = 16;
+    pub const SCTP_SRC: u8 = 17;
+    pub const SCTP_DST: u8 = 18;
     pub const ICMPV4_TYPE: u8 = 19;
+    pub const ICMPV4_CODE: u8 = 20;
     pub const IPV6_SRC: u8 = 26;
     pub const IPV6_DST: u8 = 27;
     pub const ICMPV6_TYPE: u8 = 29;
+    pub const ICMPV6_CODE: u8 = 30;
 }
 
-/// `NXM_NX_CT_STATE` field number in class `NXM_1` (OVS `lib/meta-flow.xml`).
+/// Field numbers in class `NXM_1` (OVS `lib/meta-flow.xml`; registers are 0..=15).
+const NXM_CONJ_ID: u8 = 37;
 const NXM_CT_STATE: u8 = 105;
+const NXM_CT_ZONE: u8 = 106;
+const NXM_CT_MARK: u8 = 107;
+const NXM_CT_LABEL: u8 = 108;
 
 /// EtherTypes and IP protocol numbers that flow builders use.
 pub mod values {
@@ -88,6 +125,7 @@ pub mod values {
     pub const IP_PROTO_ICMP: u8 = 1;
     pub const IP_PROTO_TCP: u8 = 6;
     pub const IP_PROTO_UDP: u8 = 17;
+    pub const IP_PROTO_SCTP: u8 = 132;
     pub const IP_PROTO_ICMPV6: u8 = 58;
 }
 
@@ -105,16 +143,24 @@ impl MatchField {
             IpProto(_) => (b, basic::IP_PROTO),
             Ipv4Src(..) => (b, basic::IPV4_SRC),
             Ipv4Dst(..) => (b, basic::IPV4_DST),
-            TcpSrc(_) => (b, basic::TCP_SRC),
-            TcpDst(_) => (b, basic::TCP_DST),
-            UdpSrc(_) => (b, basic::UDP_SRC),
-            UdpDst(_) => (b, basic::UDP_DST),
+            TcpSrc(_) | TcpSrcMasked(..) => (b, basic::TCP_SRC),
+            TcpDst(_) | TcpDstMasked(..) => (b, basic::TCP_DST),
+            UdpSrc(_) | UdpSrcMasked(..) => (b, basic::UDP_SRC),
+            UdpDst(_) | UdpDstMasked(..) => (b, basic::UDP_DST),
+            SctpSrc(..) => (b, basic::SCTP_SRC),
+            SctpDst(..) => (b, basic::SCTP_DST),
             Icmpv4Type(_) => (b, basic::ICMPV4_TYPE),
+            Icmpv4Code(_) => (b, basic::ICMPV4_CODE),
             Ipv6Src(..) => (b, basic::IPV6_SRC),
             Ipv6Dst(..) => (b, basic::IPV6_DST),
             Icmpv6Type(_) => (b, basic::ICMPV6_TYPE),
+            Icmpv6Code(_) => (b, basic::ICMPV6_CODE),
             Reg { idx, .. } => (OxmClass::NXM_1, *idx),
+            ConjId(_) => (OxmClass::NXM_1, NXM_CONJ_ID),
             CtState { .. } => (OxmClass::NXM_1, NXM_CT_STATE),
+            CtZone(_) => (OxmClass::NXM_1, NXM_CT_ZONE),
+            CtMark { .. } => (OxmClass::NXM_1, NXM_CT_MARK),
+            CtLabel { .. } => (OxmClass::NXM_1, NXM_CT_LABEL),
             Other { class, field, .. } => (*class, *field),
         }
     }
@@ -133,6 +179,7 @@ impl MatchField {
 
     /// The same field with its value masked and a full mask removed.
     pub fn canonical(self) -> MatchField {
+        // Long on purpose: one arm per maskable field, a table to read against the enum.
         use MatchField::*;
         fn mac(v: Mac, m: Option<Mac>) -> (Mac, Option<Mac>) {
             match m {
@@ -166,7 +213,43 @@ impl MatchField {
                 None => (v, None),
             }
         }
+        fn port(v: u16, m: u16) -> Result<u16, (u16, u16)> {
+            if m == u16::MAX {
+                Ok(v)
+            } else {
+                Err((v & m, m))
+            }
+        }
+        fn port_opt(v: u16, m: Option<u16>) -> (u16, Option<u16>) {
+            match m.map(|m| port(v, m)) {
+                Some(Err((v, m))) => (v, Some(m)),
+                _ => (v, None),
+            }
+        }
         match self {
+            TcpSrcMasked(v, m) => port(v, m).map_or_else(|(v, m)| TcpSrcMasked(v, m), TcpSrc),
+            TcpDstMasked(v, m) => port(v, m).map_or_else(|(v, m)| TcpDstMasked(v, m), TcpDst),
+            UdpSrcMasked(v, m) => port(v, m).map_or_else(|(v, m)| UdpSrcMasked(v, m), UdpSrc),
+            UdpDstMasked(v, m) => port(v, m).map_or_else(|(v, m)| UdpDstMasked(v, m), UdpDst),
+            SctpSrc(v, m) => {
+                let (v, m) = port_opt(v, m);
+                SctpSrc(v, m)
+            }
+            SctpDst(v, m) => {
+                let (v, m) = port_opt(v, m);
+                SctpDst(v, m)
+            }
+            CtMark { value, mask } => {
+                let (value, mask) = word(value, mask);
+                CtMark { value, mask }
+            }
+            CtLabel { value, mask } => match mask {
+                Some(u128::MAX) | None => CtLabel { value, mask: None },
+                Some(m) => CtLabel {
+                    value: value & m,
+                    mask: Some(m),
+                },
+            },
             EthDst(v, m) => {
                 let (v, m) = mac(v, m);
                 EthDst(v, m)
@@ -213,7 +296,26 @@ impl MatchField {
             EthType(v) | TcpSrc(v) | TcpDst(v) | UdpSrc(v) | UdpDst(v) => {
                 put(&mut payload, &v.to_be_bytes(), None::<&[u8]>)
             }
-            IpProto(v) | Icmpv4Type(v) | Icmpv6Type(v) => put(&mut payload, &[*v], None),
+            IpProto(v) | Icmpv4Type(v) | Icmpv6Type(v) | Icmpv4Code(v) | Icmpv6Code(v) => {
+                put(&mut payload, &[*v], None)
+            }
+            TcpSrcMasked(v, m) | TcpDstMasked(v, m) | UdpSrcMasked(v, m) | UdpDstMasked(v, m) => {
+                put(&mut payload, &v.to_be_bytes(), Some(&m.to_be_bytes()[..]))
+            }
+            SctpSrc(v, m) | SctpDst(v, m) => {
+                let m = m.map(u16::to_be_bytes);
+                put(&mut payload, &v.to_be_bytes(), m.as_ref().map(|m| &m[..]))
+            }
+            CtZone(v) => put(&mut payload, &v.to_be_bytes(), None),
+            ConjId(v) => put(&mut payload, &v.to_be_bytes(), None),
+            CtLabel { value, mask } => {
+                let m = mask.map(u128::to_be_bytes);
+                put(
+                    &mut payload,
+                    &value.to_be_bytes(),
+                    m.as_ref().map(|m| &m[..]),
+                )
+            }
             Ipv4Src(v, m) | Ipv4Dst(v, m) => {
                 let m = m.map(|m| m.octets());
                 put(&mut payload, &v.octets(), m.as_ref().map(|m| &m[..]))
@@ -236,7 +338,7 @@ impl MatchField {
                     m.as_ref().map(|m| &m[..]),
                 )
             }
-            CtState { value, mask } => {
+            CtState { value, mask } | CtMark { value, mask } => {
                 let m = mask.map(u32::to_be_bytes);
                 put(
                     &mut payload,
@@ -286,17 +388,29 @@ impl MatchField {
             (OxmClass::OPENFLOW_BASIC, f) => match f {
                 basic::IN_PORT => Some((4, false)),
                 basic::ETH_DST | basic::ETH_SRC => Some((6, true)),
-                basic::ETH_TYPE
-                | basic::TCP_SRC
+                basic::ETH_TYPE => Some((2, false)),
+                basic::TCP_SRC
                 | basic::TCP_DST
                 | basic::UDP_SRC
-                | basic::UDP_DST => Some((2, false)),
-                basic::IP_PROTO | basic::ICMPV4_TYPE | basic::ICMPV6_TYPE => Some((1, false)),
+                | basic::UDP_DST
+                | basic::SCTP_SRC
+                | basic::SCTP_DST => Some((2, true)),
+                basic::IP_PROTO
+                | basic::ICMPV4_TYPE
+                | basic::ICMPV6_TYPE
+                | basic::ICMPV4_CODE
+                | basic::ICMPV6_CODE => Some((1, false)),
                 basic::IPV4_SRC | basic::IPV4_DST => Some((4, true)),
                 basic::IPV6_SRC | basic::IPV6_DST => Some((16, true)),
                 _ => None,
             },
-            (OxmClass::NXM_1, f) if f <= 15 || f == NXM_CT_STATE => Some((4, true)),
+            (OxmClass::NXM_1, f) => match f {
+                0..=15 | NXM_CT_STATE | NXM_CT_MARK => Some((4, true)),
+                NXM_CONJ_ID => Some((4, false)),
+                NXM_CT_ZONE => Some((2, false)),
+                NXM_CT_LABEL => Some((16, true)),
+                _ => None,
+            },
             _ => None,
         };
         let Some((width, maskable)) = width else {
@@ -314,7 +428,18 @@ impl MatchField {
         }
         let (v, m) = payload.split_at(width);
         let m = hasmask.then_some(m);
-        let u16v = || u16::from_be_bytes([v[0], v[1]]);
+        let u16of = |b: &[u8]| u16::from_be_bytes([b[0], b[1]]);
+        let u16v = || u16of(v);
+        // A masked port keeps its mask even when it is all ones: bytes round-trip.
+        let port = |exact: fn(u16) -> MatchField, masked: fn(u16, u16) -> MatchField| match m {
+            Some(m) => masked(u16v(), u16of(m)),
+            None => exact(u16v()),
+        };
+        let u128of = |b: &[u8]| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(b);
+            u128::from_be_bytes(a)
+        };
         let u32of = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
         let mac = |b: &[u8]| -> Mac { [b[0], b[1], b[2], b[3], b[4], b[5]] };
         let v4 = |b: &[u8]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
@@ -329,13 +454,17 @@ impl MatchField {
                 basic::ETH_DST => EthDst(mac(v), m.map(mac)),
                 basic::ETH_SRC => EthSrc(mac(v), m.map(mac)),
                 basic::ETH_TYPE => EthType(u16v()),
-                basic::TCP_SRC => TcpSrc(u16v()),
-                basic::TCP_DST => TcpDst(u16v()),
-                basic::UDP_SRC => UdpSrc(u16v()),
-                basic::UDP_DST => UdpDst(u16v()),
+                basic::TCP_SRC => port(TcpSrc, TcpSrcMasked),
+                basic::TCP_DST => port(TcpDst, TcpDstMasked),
+                basic::UDP_SRC => port(UdpSrc, UdpSrcMasked),
+                basic::UDP_DST => port(UdpDst, UdpDstMasked),
+                basic::SCTP_SRC => SctpSrc(u16v(), m.map(u16of)),
+                basic::SCTP_DST => SctpDst(u16v(), m.map(u16of)),
                 basic::IP_PROTO => IpProto(v[0]),
                 basic::ICMPV4_TYPE => Icmpv4Type(v[0]),
                 basic::ICMPV6_TYPE => Icmpv6Type(v[0]),
+                basic::ICMPV4_CODE => Icmpv4Code(v[0]),
+                basic::ICMPV6_CODE => Icmpv6Code(v[0]),
                 basic::IPV4_SRC => Ipv4Src(v4(v), m.map(v4)),
                 basic::IPV4_DST => Ipv4Dst(v4(v), m.map(v4)),
                 basic::IPV6_SRC => Ipv6Src(v6(v), m.map(v6)),
@@ -346,6 +475,16 @@ impl MatchField {
                 value: u32of(v),
                 mask: m.map(u32of),
             },
+            (_, NXM_CT_MARK) => CtMark {
+                value: u32of(v),
+                mask: m.map(u32of),
+            },
+            (_, NXM_CT_LABEL) => CtLabel {
+                value: u128of(v),
+                mask: m.map(u128of),
+            },
+            (_, NXM_CT_ZONE) => CtZone(u16v()),
+            (_, NXM_CONJ_ID) => ConjId(u32of(v)),
             _ => Reg {
                 idx: field,
                 value: u32of(v),

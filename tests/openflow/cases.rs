@@ -8,10 +8,10 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use tether::openflow::action::Action;
+use tether::openflow::action::{Action, ControllerProp, Ct, CtZone};
 use tether::openflow::consts::{
-    BundleCtrlType, ErrorType, FlowModCommand, MultipartType, NX_EXPERIMENTER, Version,
-    bundle_flags, ct_state, port,
+    BundleCtrlType, ErrorType, FlowModCommand, MultipartType, NX_EXPERIMENTER, PacketInReason,
+    Version, bundle_flags, ct_state, port,
 };
 use tether::openflow::flow::{Category, Flow, cookie};
 use tether::openflow::flowmod::{
@@ -23,6 +23,9 @@ use tether::openflow::msg::{
     PhyPort10, Port, PortMod10, PortStatus, port_name_field,
 };
 use tether::openflow::oxm::{MatchField, values};
+use tether::openflow::packet::{
+    NXPIF_NXT_PACKET_IN2, PacketIn2, PacketInProp, PacketOut, set_packet_in_format,
+};
 
 const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0a];
 const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0b];
@@ -152,6 +155,130 @@ fn phy10(no: u16, name: &str, mac: [u8; 6], config: u32) -> PhyPort10 {
 }
 
 /// (name, message). Names are file stems under tests/openflow/.
+/// NetworkPolicy shapes (Antrea's, reference Part B §2.2–2.4): a commit flow matching the
+/// conntrack fields and port ranges, with a register zone, exec, and both controller forms.
+pub fn np_ct_flow() -> Flow {
+    Flow::new(10, 14600)
+        .matching(MatchField::EthType(values::ETH_TYPE_IPV4))
+        .matching(MatchField::IpProto(values::IP_PROTO_TCP))
+        .matching(MatchField::ConjId(6))
+        .matching(MatchField::CtState {
+            value: ct_state::NEW | ct_state::TRK,
+            mask: Some(ct_state::NEW | ct_state::TRK),
+        })
+        .matching(MatchField::CtZone(65520))
+        .matching(MatchField::CtMark {
+            value: 0x10,
+            mask: Some(0xf0),
+        })
+        .matching(MatchField::CtLabel {
+            value: 6 << 32,
+            mask: Some(0xffff_ffff << 32),
+        })
+        .matching(MatchField::TcpSrcMasked(0x400, 0xfc00))
+        .matching(MatchField::TcpDstMasked(0x1000, 0xf000))
+        .actions([
+            Action::load_reg(6, 6, u32::MAX),
+            Action::Ct(Ct {
+                zone: CtZone::Field {
+                    src: 0x0001_0204,
+                    ofs_nbits: 15,
+                },
+                ..Ct::track(0, 13)
+            }),
+            Action::ct_commit(
+                65520,
+                13,
+                vec![
+                    Action::SetField(MatchField::CtLabel {
+                        value: 6,
+                        mask: Some(0xffff_ffff),
+                    }),
+                    Action::SetField(MatchField::CtMark {
+                        value: 1,
+                        mask: None,
+                    }),
+                ],
+            ),
+            Action::controller(&[1, 3], true),
+            Action::to_controller(128),
+        ])
+}
+
+/// A conjunction clause flow over SCTP ports (exact source, masked destination).
+pub fn np_conj_flow() -> Flow {
+    Flow::new(10, 14600)
+        .matching(MatchField::EthType(values::ETH_TYPE_IPV4))
+        .matching(MatchField::IpProto(values::IP_PROTO_SCTP))
+        .matching(MatchField::SctpSrc(5000, None))
+        .matching(MatchField::SctpDst(0x400, Some(0xfc00)))
+        .actions([Action::conjunction(6, 2, 3), Action::conjunction(7, 1, 2)])
+}
+
+/// ICMPv6 type and code, and a `controller(...)` with every property OVS writes.
+pub fn np_icmp6_flow() -> Flow {
+    Flow::new(15, 199)
+        .matching(MatchField::EthType(values::ETH_TYPE_IPV6))
+        .matching(MatchField::IpProto(values::IP_PROTO_ICMPV6))
+        .matching(MatchField::Icmpv6Type(1))
+        .matching(MatchField::Icmpv6Code(4))
+        .actions([Action::Controller2(vec![
+            ControllerProp::MaxLen(128),
+            ControllerProp::ControllerId(3),
+            ControllerProp::Reason(PacketInReason::NO_MATCH),
+            ControllerProp::Userdata(vec![1, 0x7f]),
+            ControllerProp::MeterId(2),
+        ])])
+}
+
+/// ICMPv4 type and code.
+pub fn np_icmp_flow() -> Flow {
+    Flow::new(15, 200)
+        .matching(MatchField::EthType(values::ETH_TYPE_IPV4))
+        .matching(MatchField::IpProto(values::IP_PROTO_ICMP))
+        .matching(MatchField::Icmpv4Type(3))
+        .matching(MatchField::Icmpv4Code(10))
+        .actions([Action::controller(&[1, 1], false)])
+}
+
+/// A TCP RST|ACK from 10.0.0.2:80 to 10.0.0.1:40000, as Antrea's Reject sends back (checksums
+/// zero: OVS prints them, it does not check them).
+pub fn rst_packet() -> Vec<u8> {
+    let mut p = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    p.extend([
+        0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1,
+    ]);
+    p.extend([
+        0, 80, 0x9c, 0x40, 0, 0, 0, 0, 0, 0, 0x10, 0x01, 0x50, 0x14, 0, 0, 0, 0, 0, 0,
+    ]);
+    p
+}
+
+pub fn packet_out() -> PacketOut {
+    PacketOut::new(5, vec![Action::output(3)], rst_packet())
+}
+
+/// What OVS sends for `controller(userdata=01.03)` in table 15 (reference Part B §2.4).
+pub fn packet_in2() -> PacketIn2 {
+    PacketIn2 {
+        props: vec![
+            PacketInProp::Packet(rst_packet()),
+            PacketInProp::TableId(15),
+            PacketInProp::Cookie(cookie(1, Category(2), 7)),
+            PacketInProp::Reason(PacketInReason::ACTION),
+            PacketInProp::Metadata(vec![
+                MatchField::InPort(5),
+                MatchField::Reg {
+                    idx: 3,
+                    value: 6,
+                    mask: None,
+                },
+            ]),
+            PacketInProp::Userdata(vec![1, 3]),
+        ],
+    }
+}
+
 pub fn cases() -> Vec<(&'static str, Msg)> {
     let ck = cookie(1, Category::TRAFFIC_CONTROL, 0x2a);
     let add = tcp_flow().to_flow_mod(FlowModCommand::ADD, ck);
@@ -297,6 +424,40 @@ pub fn cases() -> Vec<(&'static str, Msg)> {
             ),
         ),
         ("flow_mod_add", m15(11, Body::FlowMod(add.clone()))),
+        ("packet_out", m15(44, packet_out().to_body().unwrap())),
+        ("packet_in2", m15(45, packet_in2().to_body().unwrap())),
+        (
+            "set_packet_in_format",
+            m15(46, set_packet_in_format(NXPIF_NXT_PACKET_IN2)),
+        ),
+        (
+            "flow_mod_np_ct",
+            m15(
+                40,
+                Body::FlowMod(np_ct_flow().to_flow_mod(FlowModCommand::ADD, ck)),
+            ),
+        ),
+        (
+            "flow_mod_np_conj",
+            m15(
+                41,
+                Body::FlowMod(np_conj_flow().to_flow_mod(FlowModCommand::ADD, ck)),
+            ),
+        ),
+        (
+            "flow_mod_np_icmp6",
+            m15(
+                42,
+                Body::FlowMod(np_icmp6_flow().to_flow_mod(FlowModCommand::ADD, ck)),
+            ),
+        ),
+        (
+            "flow_mod_np_icmp",
+            m15(
+                43,
+                Body::FlowMod(np_icmp_flow().to_flow_mod(FlowModCommand::ADD, ck)),
+            ),
+        ),
         ("flow_mod_add_v6", m15(12, Body::FlowMod(add_timeouts))),
         ("flow_mod_modify_strict", m15(13, Body::FlowMod(modify))),
         (
