@@ -377,10 +377,17 @@ fn ct_state_flags(value: u32, mask: u32) -> String {
     s
 }
 
+/// A register value as OVS prints it: hex, but zero as `0` (`reg0=0/0xff`,
+/// `set_field:0->reg2`), as `ovs-ofctl` does.
 fn hex_masked(value: u32, mask: Option<u32>) -> String {
+    let v = if value == 0 {
+        "0".to_string()
+    } else {
+        format!("{value:#x}")
+    };
     match mask {
-        Some(m) if m != u32::MAX => format!("{value:#x}/{m:#x}"),
-        _ => format!("{value:#x}"),
+        Some(m) if m != u32::MAX => format!("{v}/{m:#x}"),
+        _ => v,
     }
 }
 
@@ -705,6 +712,15 @@ fn set_field(f: &MatchField) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Zero prints as OVS prints it (`ovs-ofctl parse-flow` of `reg0=0/0xff,reg1=0`).
+    #[test]
+    fn zero_register_values_print_as_ovs_prints_them() {
+        assert_eq!(hex_masked(0, Some(0xff)), "0/0xff");
+        assert_eq!(hex_masked(0, None), "0");
+        assert_eq!(hex_masked(0x32, None), "0x32");
+        assert_eq!(hex_masked(0x200006, Some(0x60000f)), "0x200006/0x60000f");
+    }
 
     #[test]
     fn durations_print_like_ovs() {
