@@ -16,6 +16,7 @@ use crate::openflow::oxm::Mac;
 use crate::openflow::{Action, Flow, MatchField};
 
 pub mod externalnode;
+pub mod policy;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,9 @@
+//! Pure helpers for translating NetworkPolicy rules into flows (issue 30; the reference's
+//! Part B §2.2–2.3): CIDR `except` subtraction and port-range value/mask lists
+//! ([`ranges`]).
+//!
+//! Owns arithmetic on the controlplane's decoded values only. Not the flows themselves,
+//! not the rule cache, not OpenFlow encoding, and no I/O or clocks: every function here is
+//! a pure function of its arguments.
+
+pub mod ranges;
