@@ -1,9 +1,12 @@
 //! Pure helpers for translating NetworkPolicy rules into flows (issue 30; the reference's
 //! Part B §2.2–2.3): CIDR `except` subtraction and port-range value/mask lists
-//! ([`ranges`]).
+//! ([`ranges`]), the rules' total order and OpenFlow priorities ([`priority`]), and
+//! conjunction ids ([`conj`]).
 //!
 //! Owns arithmetic on the controlplane's decoded values only. Not the flows themselves,
 //! not the rule cache, not OpenFlow encoding, and no I/O or clocks: every function here is
 //! a pure function of its arguments.
 
+pub mod conj;
+pub mod priority;
 pub mod ranges;
