@@ -1,5 +1,6 @@
-//! CIDR `except` subtraction (Antrea's `ip.DiffFromCIDRs`) and port range → value/mask
-//! pairs (Antrea's `portsToBitRanges`, OVS's masked `tp_dst`).
+//! CIDR `except` subtraction (Antrea's `ip.DiffFromCIDRs`, checked against its own test
+//! vectors) and port range → value/mask pairs (Antrea's `portsToBitRanges`, OVS's masked
+//! `tp_dst`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -149,6 +150,47 @@ mod tests {
                 "10.32.0.0/11",
                 "10.64.0.0/10",
                 "10.128.0.0/9",
+            ]
+        );
+    }
+
+    #[test]
+    fn antrea_test_diff_cidrs_vectors() {
+        // Antrea's `TestDiffCIDRs` (`pkg/util/ip/ip_test.go`, antrea-io/antrea at
+        // 087489b088): it compares as sets (`ElementsMatch`); here sorted by address.
+        let got = subtract_cidrs(net("10.20.0.0/16"), &nets(&["10.20.1.0/24"]));
+        assert_eq!(
+            texts(&got),
+            [
+                "10.20.0.0/24",
+                "10.20.2.0/23",
+                "10.20.4.0/22",
+                "10.20.8.0/21",
+                "10.20.16.0/20",
+                "10.20.32.0/19",
+                "10.20.64.0/18",
+                "10.20.128.0/17",
+            ]
+        );
+        let got = subtract_cidrs(
+            net("10.20.0.0/16"),
+            &nets(&["10.20.1.0/24", "10.20.2.0/28"]),
+        );
+        assert_eq!(
+            texts(&got),
+            [
+                "10.20.0.0/24",
+                "10.20.2.16/28",
+                "10.20.2.32/27",
+                "10.20.2.64/26",
+                "10.20.2.128/25",
+                "10.20.3.0/24",
+                "10.20.4.0/22",
+                "10.20.8.0/21",
+                "10.20.16.0/20",
+                "10.20.32.0/19",
+                "10.20.64.0/18",
+                "10.20.128.0/17",
             ]
         );
     }
