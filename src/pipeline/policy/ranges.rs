@@ -309,6 +309,10 @@ mod tests {
                 pm(1984, 0xfff0),
             ]
         );
+        // Antrea's `TestInstallPolicyRuleFlows` (`pkg/agent/openflow/network_policy_test.go`,
+        // antrea-io/antrea at 002fcebdf9): TCP 1000..1007 plus 8080, two addresses and one
+        // CIDR count 5 match flows, so 1000-1007 is one bit range.
+        assert_eq!(port_range_masks(1000, 1007).unwrap(), [pm(1000, 0xfff8)]);
         assert_eq!(port_range_masks(1, 65535).unwrap().len(), 16);
         assert_eq!(port_range_masks(0, 65534).unwrap().len(), 16);
         assert_eq!(
