@@ -11,10 +11,13 @@ use crate::controlplane::IpNet;
 /// except covering `cidr` leaves nothing.
 pub fn subtract_cidrs(cidr: IpNet, except: &[IpNet]) -> Vec<IpNet> {
     let bits = width(cidr.addr);
+    if cidr.prefix > bits {
+        return Vec::new(); // not a network (the fields are public; `IpNet::new` refuses it)
+    }
     let base = to_bits(cidr.addr);
     let ex: Vec<(u128, u8)> = except
         .iter()
-        .filter(|e| width(e.addr) == bits)
+        .filter(|e| width(e.addr) == bits && e.prefix <= bits)
         .map(|e| (to_bits(e.addr), e.prefix))
         .collect();
     let mut out = Vec::new();
@@ -224,6 +227,13 @@ mod tests {
         // A host excepted from the whole space.
         let got = subtract_cidrs(net("0.0.0.0/0"), &nets(&["128.0.0.0/1", "0.0.0.0/2"]));
         assert_eq!(texts(&got), ["64.0.0.0/2"]);
+        // Malformed values (prefix longer than the address) never panic.
+        let bad = IpNet {
+            addr: "1.2.3.0".parse().unwrap(),
+            prefix: 40,
+        };
+        assert_eq!(subtract_cidrs(bad, &[]), []);
+        assert_eq!(subtract_cidrs(c, &[bad]), [c]);
         // A /32 minus itself, and a /31 minus one half.
         assert_eq!(
             subtract_cidrs(net("1.2.3.4/32"), &nets(&["1.2.3.4/32"])),
