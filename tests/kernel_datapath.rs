@@ -170,7 +170,10 @@ fn ovs_ctl_restart_as_debian_reloads_loses_no_packet() {
     ) {
         return;
     }
-    let (bed, t) = attached();
+    let (bed, mut t) = attached();
+    // ovs-ctl's own flow restore (ovs-save) may land after tether's replay: a change by
+    // someone else that tether puts right (see force_reload_kmod_gives_the_vm_its_addresses_back).
+    t.expect_drift();
     let (sb, vm) = (&bed.sb, bed.sb.ns());
     let installed = flows(sb);
     let ping = Pinger::start(
@@ -227,7 +230,13 @@ fn force_reload_kmod_gives_the_vm_its_addresses_back() {
     }
     // A route of another table, which ovs-ctl's own restore does not know. (Held from
     // the takeover; one added to the host port later is held from the next sync on.)
-    let (bed, t) = attached_with("ip route add 203.0.113.0/26 via 192.0.2.1 dev eth1 table 100");
+    let (bed, mut t) =
+        attached_with("ip route add 203.0.113.0/26 via 192.0.2.1 dev eth1 table 100");
+    // ovs-ctl saves the switch's flows and adds them back after the restart (ovs-save):
+    // that restore is a change to tether's flows by someone else, and it can land after
+    // tether has reconnected and replayed (then tether finds the old flows and puts its
+    // own back, as it should). Seen once in CI's kernel tier.
+    t.expect_drift();
     let (sb, vm) = (&bed.sb, bed.sb.ns());
     let before = vm_state(vm);
     let host_index =
