@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use apiserver::client::{cluster_config, http_config, source_config};
+use apiserver::cp_fixtures::base64;
 use apiserver::{ApiServer, Certs, Options, namespace, wait_until};
 use crossbeam_channel::Receiver;
 use serde_json::json;
@@ -48,24 +49,6 @@ fn wait_synced(rx: &Receiver<KubeEvent>, kind: Kind) {
 fn errors(src: &Source, kind: Kind) -> (u64, String) {
     let s = src.status().get(&kind).cloned().unwrap_or_default();
     (s.errors_total, s.last_error.unwrap_or_default())
-}
-
-fn base64(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn temp_dir(tag: &str) -> PathBuf {

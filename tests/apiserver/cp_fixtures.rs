@@ -17,6 +17,7 @@ pub const ATG: &str = "9a47b91d-76f1-5b82-a456-3816a3514090";
 /// AG `eeSelector=role=front And namespace=vm-ns`.
 pub const AG: &str = "cacccce8-595f-5250-b361-a0ca752b2c72";
 
+/// Standard base64 with padding (the controlplane's `IPAddress`, kubeconfig `*-data`).
 pub fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
