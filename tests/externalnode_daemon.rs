@@ -71,6 +71,8 @@ fn tether_argv(sb: &Sandbox, cmd: &str, extra: &[&str], bridge: &str) -> Vec<Str
 /// `tether run` in the VM namespace, optionally with a crash point; killed on drop.
 struct Daemon {
     child: Option<Child>,
+    /// How many `ready` lines the shared log had when this daemon started.
+    ready_before: usize,
 }
 
 impl Daemon {
@@ -95,8 +97,10 @@ impl Daemon {
         if let Some(p) = crash_at {
             c.env(tether::controller::externalnode::CRASH_ENV, p);
         }
+        let ready_before = ready_lines(sb);
         Daemon {
             child: Some(c.spawn().unwrap()),
+            ready_before,
         }
     }
 
@@ -121,10 +125,21 @@ impl Daemon {
     }
 
     /// SIGTERM; flows and ports stay (docs/design.md#logs-signals-and-systemd), exit code 0.
-    fn stop(mut self) {
+    /// Waits for the daemon's `ready` first: a SIGTERM before it installs its handlers kills
+    /// it by the default action (systemd counts that as clean too, but it is not what this
+    /// checks), and under QEMU's emulation a restart can look attached before then.
+    fn stop(mut self, sb: &Sandbox) {
         let mut c = self.child.take().unwrap();
+        let end = Instant::now() + common::patience(Duration::from_secs(20));
+        while ready_lines(sb) <= self.ready_before
+            && c.try_wait().unwrap().is_none()
+            && Instant::now() < end
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         common::run(std::process::Command::new("kill").args(["-TERM", &c.id().to_string()]));
-        assert!(c.wait().unwrap().success());
+        let st = c.wait().unwrap();
+        assert!(st.success(), "tether after SIGTERM: {st}\n{}", log_tail(sb));
     }
 }
 
@@ -135,6 +150,14 @@ impl Drop for Daemon {
             let _ = c.wait();
         }
     }
+}
+
+/// The daemon logs `ready` once its signal handlers, sources and controllers are up.
+fn ready_lines(sb: &Sandbox) -> usize {
+    let text = std::fs::read_to_string(sb.path("tether.log")).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.trim_end().ends_with(" ready"))
+        .count()
 }
 
 fn log_tail(sb: &Sandbox) -> String {

@@ -207,5 +207,5 @@ fn adopts_a_vm_antreas_agent_took_over() {
             .trim(),
         "1"
     );
-    d.stop();
+    d.stop(&sb);
 }

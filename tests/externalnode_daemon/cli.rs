@@ -120,7 +120,7 @@ fn reset_gives_the_vm_back_exactly() {
         )
     );
     assert!(sb.vsctl(&["list-ports", "br-int"]).contains("eth1~"));
-    d.stop();
+    d.stop(&sb);
 
     // After a SIGTERM (ports and flows stay): reset.
     let (code, out, err) = reset(&sb, "br-int", &["--delete-bridge"]);
@@ -174,7 +174,7 @@ fn reset_gives_the_vm_back_exactly() {
         sb.try_vsctl(&["get", "Bridge", "br-new", "external_ids:roundNum"])
             .ok()
     });
-    d.stop();
+    d.stop(&sb);
     let (code, out, err) = reset(&sb, "br-new", &["--delete-bridge"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.ends_with("deleted bridge br-new\n"), "{out}");
@@ -252,7 +252,7 @@ fn plan_previews_the_takeover_and_changes_nothing() {
 
     let d = Daemon::start(&sb, &args, None);
     wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "takeover");
-    d.stop();
+    d.stop(&sb);
     let before = state();
     let (code, out, err) = plan_cmd(&sb, &args);
     assert_eq!(state(), before, "tether plan changed something");
@@ -285,5 +285,5 @@ fn plan_previews_the_takeover_and_changes_nothing() {
     );
     let d = Daemon::start(&sb, &args, None);
     wait_attached(&sb, "192.0.2.10", "re-labelled by run");
-    d.stop();
+    d.stop(&sb);
 }

@@ -26,10 +26,10 @@ fn daemon_from_manifests_with_kill9_at_every_step() {
     tcp_transfer(vm, &peer, "2001:db8:1::10");
     neutralise_uplink(vm, "eth1~", false);
     // A restart of tether does not interrupt anything and changes nothing.
-    d.stop();
+    d.stop(&sb);
     let d = Daemon::start(&sb, &args, None);
     wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "restart while attached");
-    d.stop();
+    d.stop(&sb);
 
     for (take, restore) in [
         ("rename", "flows"),
@@ -44,7 +44,7 @@ fn daemon_from_manifests_with_kill9_at_every_step() {
         let d = Daemon::start(&sb, &args, None);
         wait_restored(&sb, &before, &format!("restart after restore-{restore}"));
         assert_clean_ping(&peer, "192.0.2.10");
-        d.stop();
+        d.stop(&sb);
 
         // From plain: the EN comes back, crash in the takeover, restart → attached.
         write_en(&dir, Some(EN_YAML));
@@ -58,14 +58,14 @@ fn daemon_from_manifests_with_kill9_at_every_step() {
         );
         let out = ping(&peer, "192.0.2.10");
         assert!(out.contains("3 received"), "after takeover-{take}: {out}");
-        d.stop();
+        d.stop(&sb);
     }
 
     // Finally the delete, by a running daemon.
     let d = Daemon::start(&sb, &args, None);
     write_en(&dir, None);
     wait_restored(&sb, &before, "delete from manifests");
-    d.stop();
+    d.stop(&sb);
 }
 
 fn en_json(ips: &[&str]) -> serde_json::Value {
@@ -120,5 +120,5 @@ fn daemon_from_the_api_server() {
     wait_restored(&sb, &before, "delete from the API");
     assert_clean_ping(&peer, "192.0.2.10");
     assert_clean_ping(&peer, "2001:db8:1::10");
-    d.stop();
+    d.stop(&sb);
 }
