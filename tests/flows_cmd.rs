@@ -90,7 +90,7 @@ fn flows_match_ovs_ofctl_and_name_their_owners() {
     t.wait_log("startup phase=flush_committed", Duration::from_secs(30));
     bed.wait_flows("mirror's mark flows", |f| {
         f.iter()
-            .filter(|l| l.contains("table=3, priority=200"))
+            .filter(|l| l.contains("table=80, priority=200"))
             .count()
             == 2
     });
@@ -170,10 +170,10 @@ fn flows_match_ovs_ofctl_and_name_their_owners() {
         unowned,
         format!("# unclaimed: not a tether cookie: 1 flow\n{FOREIGN_DUMPED}\n")
     );
-    let (t3, _) = flows(&bed, &["--table", "3", "--no-stats"]);
+    let (t3, _) = flows(&bed, &["--table", "80", "--no-stats"]);
     assert_eq!(
         flow_lines(&t3),
-        bed.sb.dump_flows("br-int", Some("table=3"))
+        bed.sb.dump_flows("br-int", Some("table=80"))
     );
     let (json, _) = flows(&bed, &["--json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -257,7 +257,7 @@ fn plan_shows_exactly_what_run_then_does_and_changes_nothing() {
     let pa = bed.ofport("veth-pa");
     let coll = bed.ofport("coll0");
     let gone = format!(
-        "table=3, priority=200,reg1={pa:#x} actions=set_field:{coll:#x}->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4"
+        "table=80, priority=200,reg1={pa:#x} actions=set_field:{coll:#x}->reg9,set_field:0x400000/0xc00000->reg4,goto_table:90"
     );
     assert_eq!(
         text,

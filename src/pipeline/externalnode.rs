@@ -11,12 +11,14 @@
 //!   in the same table, so a Pod on the same bridge still wins over the pair.
 //! * bypass — one flow per rule at [`priority::NORMAL`] in the security table of its
 //!   direction: ingress matches the peer as `ip_src` in `IngressSecurityClassifier` and
-//!   jumps to `Output`; egress matches it as `ip_dst` in `EgressSecurityClassifier` and
-//!   jumps to `L2ForwardingCalc`, i.e. past every policy table that may be added later. The
+//!   jumps to `ConntrackCommit`; egress matches it as `ip_dst` in `EgressSecurityClassifier`
+//!   and jumps to `L2ForwardingCalc`: past the policy rule tables, but not past the commit,
+//!   so the replies of a bypassed connection are established and skip the rules too. The
 //!   family of the CIDR decides IPv4 or IPv6 (Antrea only ever builds IPv4 ones, so IPv6
 //!   bypassed policy altogether; a finding in docs/antrea-compat.md#externalnode-flows).
-//!   Antrea also matches `ct_state=+new+trk`; tether has no conntrack stage, so that match
-//!   would never hold.
+//!   Antrea also matches `ct_state=+new+trk`; tether does not, so a bypass rule works the
+//!   same whether or not NetworkPolicy (and with it conntrack) is on, and established
+//!   packets skip the rules anyway.
 //!
 //! Not here: which ports or rules are current (the ExternalNode controller decides).
 
@@ -231,7 +233,7 @@ impl fmt::Display for PolicyBypassRule {
 /// The flow of one bypass rule (see the module doc for table and target).
 pub fn bypass_flow(rule: &PolicyBypassRule) -> Flow {
     let (tbl, next) = match rule.direction {
-        BypassDirection::Ingress => (table::INGRESS_SECURITY, table::OUTPUT),
+        BypassDirection::Ingress => (table::INGRESS_SECURITY, table::CONNTRACK_COMMIT),
         BypassDirection::Egress => (table::EGRESS_SECURITY, table::L2_FORWARDING),
     };
     let ingress = rule.direction == BypassDirection::Ingress;
@@ -442,7 +444,7 @@ mod tests {
         );
         assert_eq!(
             *ing.value.instructions,
-            vec![Instruction::GotoTable(table::OUTPUT)]
+            vec![Instruction::GotoTable(table::CONNTRACK_COMMIT)]
         );
 
         let eg = bypass_flow(&r(

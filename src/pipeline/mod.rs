@@ -4,9 +4,15 @@
 //! they look like*.
 //!
 //! ```text
-//!  0 Classifier ─► 1 EgressSecurity ─► 2 L2ForwardingCalc ─► 3 TrafficControl ─► 4 IngressSecurity ─► 5 Output
-//!   return port ──────────────────────────► (skips egress)      returned pkts ─────────(skip)─────────────►
+//!  0 Classifier ─► 10 ConntrackZone ─► 20 ConntrackState ─► 30 EgressSecurity ─► 40 EgressRule ─► 50 EgressBaseline
+//!   │ return port                                               │ bypass            ─► 60 EgressMetric ─┐
+//!   └──────────────────────────────► 70 L2ForwardingCalc ◄──────┴─────────────────────────────────────┘
+//!   70 ─► 80 TrafficControl ─► 90 IngressSecurity ─► 100 IngressRule ─► 110 IngressBaseline ─► 120 IngressMetric
+//!          │ returned pkts        │ bypass ─────────────────────────────────────────────► 130 ConntrackCommit ─► 140 Output
+//!          └───────────────────────────────────────────────────────────────────────────────────────────────────►
 //! ```
+//! The conntrack and policy tables hold flows only for the ExternalNode's pair and only
+//! when NetworkPolicy is on (docs/networkpolicy.md); everything else passes them by miss.
 //! Output's miss is `NORMAL`, so unknown and broadcast destinations still flow (TC ports
 //! are kept out of flooding by no-flood), and so does everything while a table is empty.
 
@@ -21,14 +27,30 @@ pub mod policy;
 #[cfg(test)]
 mod tests;
 
-/// Table ids, in pipeline order.
+/// Table ids, in pipeline order. Sparse, so a table added later does not renumber the
+/// others (docs/pipeline.md#tables); `goto_table` only ever jumps forward.
 pub mod table {
     pub const CLASSIFIER: u8 = 0;
-    pub const EGRESS_SECURITY: u8 = 1;
-    pub const L2_FORWARDING: u8 = 2;
-    pub const TRAFFIC_CONTROL: u8 = 3;
-    pub const INGRESS_SECURITY: u8 = 4;
-    pub const OUTPUT: u8 = 5;
+    /// The VM's pair only: `ct(zone)` for IP from the host port or the uplink.
+    pub const CONNTRACK_ZONE: u8 = 10;
+    /// `+inv` drop.
+    pub const CONNTRACK_STATE: u8 = 20;
+    pub const EGRESS_SECURITY: u8 = 30;
+    /// Antrea-native policy rules, egress (tiers before the baseline).
+    pub const EGRESS_RULE: u8 = 40;
+    /// Baseline-tier egress rules; `Pass` jumps here.
+    pub const EGRESS_BASELINE: u8 = 50;
+    /// Per-rule counters; where Drop and Reject happen.
+    pub const EGRESS_METRIC: u8 = 60;
+    pub const L2_FORWARDING: u8 = 70;
+    pub const TRAFFIC_CONTROL: u8 = 80;
+    pub const INGRESS_SECURITY: u8 = 90;
+    pub const INGRESS_RULE: u8 = 100;
+    pub const INGRESS_BASELINE: u8 = 110;
+    pub const INGRESS_METRIC: u8 = 120;
+    /// Commits new connections of the VM's pair.
+    pub const CONNTRACK_COMMIT: u8 = 130;
+    pub const OUTPUT: u8 = 140;
 }
 
 /// One table: its id, Antrea's name for it, and where a miss goes (`None`: NORMAL).
@@ -39,38 +61,50 @@ pub struct Table {
     pub miss_goto: Option<u8>,
 }
 
-pub const TABLES: &[Table] = &[
+const fn tab(id: u8, name: &'static str, miss_goto: Option<u8>) -> Table {
     Table {
-        id: table::CLASSIFIER,
-        name: "Classifier",
-        miss_goto: Some(table::EGRESS_SECURITY),
-    },
-    Table {
-        id: table::EGRESS_SECURITY,
-        name: "EgressSecurityClassifier",
-        miss_goto: Some(table::L2_FORWARDING),
-    },
-    Table {
-        id: table::L2_FORWARDING,
-        name: "L2ForwardingCalc",
-        miss_goto: Some(table::TRAFFIC_CONTROL),
-    },
-    Table {
-        id: table::TRAFFIC_CONTROL,
-        name: "TrafficControl",
-        miss_goto: Some(table::INGRESS_SECURITY),
-    },
-    Table {
-        id: table::INGRESS_SECURITY,
-        name: "IngressSecurityClassifier",
-        miss_goto: Some(table::OUTPUT),
-    },
-    Table {
-        id: table::OUTPUT,
-        name: "Output",
-        miss_goto: None,
-    },
-];
+        id,
+        name,
+        miss_goto,
+    }
+}
+
+pub const TABLES: &[Table] = {
+    use table::*;
+    &[
+        tab(CLASSIFIER, "Classifier", Some(CONNTRACK_ZONE)),
+        tab(CONNTRACK_ZONE, "ConntrackZone", Some(CONNTRACK_STATE)),
+        tab(CONNTRACK_STATE, "ConntrackState", Some(EGRESS_SECURITY)),
+        tab(
+            EGRESS_SECURITY,
+            "EgressSecurityClassifier",
+            Some(EGRESS_RULE),
+        ),
+        tab(EGRESS_RULE, "AntreaPolicyEgressRule", Some(EGRESS_BASELINE)),
+        tab(EGRESS_BASELINE, "EgressBaselineRule", Some(EGRESS_METRIC)),
+        tab(EGRESS_METRIC, "EgressMetric", Some(L2_FORWARDING)),
+        tab(L2_FORWARDING, "L2ForwardingCalc", Some(TRAFFIC_CONTROL)),
+        tab(TRAFFIC_CONTROL, "TrafficControl", Some(INGRESS_SECURITY)),
+        tab(
+            INGRESS_SECURITY,
+            "IngressSecurityClassifier",
+            Some(INGRESS_RULE),
+        ),
+        tab(
+            INGRESS_RULE,
+            "AntreaPolicyIngressRule",
+            Some(INGRESS_BASELINE),
+        ),
+        tab(
+            INGRESS_BASELINE,
+            "IngressBaselineRule",
+            Some(INGRESS_METRIC),
+        ),
+        tab(INGRESS_METRIC, "IngressMetric", Some(CONNTRACK_COMMIT)),
+        tab(CONNTRACK_COMMIT, "ConntrackCommit", Some(OUTPUT)),
+        tab(OUTPUT, "Output", None),
+    ]
+};
 
 /// Priorities (Antrea `pipeline.go`).
 pub mod priority {

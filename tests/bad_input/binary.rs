@@ -253,14 +253,14 @@ fn daemon_reports_each_bad_object_and_programs_the_good_one() {
     let pa = bed.ofport("veth-pa");
     let flows = bed.wait_flows("the good TC's mark flow", |f| {
         f.iter()
-            .filter(|l| l.contains("table=3, priority=200"))
+            .filter(|l| l.contains("table=80, priority=200"))
             .count()
             == 1
     });
     let tap = bed.ofport("tap-good");
     let mark: Vec<&String> = flows
         .iter()
-        .filter(|l| l.contains("table=3, priority=200"))
+        .filter(|l| l.contains("table=80, priority=200"))
         .collect();
     assert!(
         mark[0].contains(&format!("reg1={pa:#x} ")) && mark[0].contains(&format!("{tap}")),

@@ -130,8 +130,8 @@ fn takeover_traffic_update_move_and_exact_restore() {
     assert_eq!(
         en_flows(&sb),
         vec![
-            "table=1, priority=200,icmp6,ipv6_dst=2001:db8:2::/48 actions=goto_table:2",
-            "table=4, priority=200,tcp,nw_src=203.0.113.0/24,tp_dst=22 actions=goto_table:5"
+            "table=30, priority=200,icmp6,ipv6_dst=2001:db8:2::/48 actions=goto_table:70",
+            "table=90, priority=200,tcp,nw_src=203.0.113.0/24,tp_dst=22 actions=goto_table:130"
         ]
     );
     assert_eq!(bridge_record(&sb), None);

@@ -168,7 +168,7 @@ pub fn pair_packets(sb: &Sandbox) -> BTreeMap<u32, u64> {
         "OpenFlow15",
         "dump-flows",
         "br-int",
-        "cookie=0x80000000000/0xff0000000000,table=2",
+        "cookie=0x80000000000/0xff0000000000,table=70",
     ]);
     let field = |l: &str, k: &str| -> Option<u64> {
         let at = l.find(k)? + k.len();
@@ -209,14 +209,14 @@ pub fn en_flows(sb: &Sandbox) -> Vec<String> {
 
 pub fn expected_en_flows(host: u32, uplink: u32) -> Vec<String> {
     let mut v = vec![
-        "table=1, priority=200,icmp6,ipv6_dst=2001:db8:2::/48 actions=goto_table:2".to_string(),
+        "table=30, priority=200,icmp6,ipv6_dst=2001:db8:2::/48 actions=goto_table:70".to_string(),
         format!(
-            "table=2, priority=190,in_port={host} actions=set_field:{uplink:#x}->reg1,set_field:0x200000/0x600000->reg0,goto_table:3"
+            "table=70, priority=190,in_port={host} actions=set_field:{uplink:#x}->reg1,set_field:0x200000/0x600000->reg0,goto_table:80"
         ),
         format!(
-            "table=2, priority=190,in_port={uplink} actions=set_field:{host:#x}->reg1,set_field:0x200000/0x600000->reg0,goto_table:3"
+            "table=70, priority=190,in_port={uplink} actions=set_field:{host:#x}->reg1,set_field:0x200000/0x600000->reg0,goto_table:80"
         ),
-        "table=4, priority=200,tcp,nw_src=203.0.113.0/24,tp_dst=22 actions=goto_table:5"
+        "table=90, priority=200,tcp,nw_src=203.0.113.0/24,tp_dst=22 actions=goto_table:130"
             .to_string(),
     ];
     v.sort();

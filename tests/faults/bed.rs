@@ -229,7 +229,7 @@ pub(crate) fn matches(bed: &Bed, e: &Expect) -> Result<(), String> {
     let flows = bed.try_flows().ok_or("no flows")?;
     let marks: Vec<&String> = flows
         .iter()
-        .filter(|l| l.contains("table=3, priority=200"))
+        .filter(|l| l.contains("table=80, priority=200"))
         .collect();
     let mut want = 0;
     for (pod, dir, target) in &e.marks {

@@ -34,7 +34,7 @@ fn mirror_egress_ingress_both_to_a_device() {
         };
         let flows = bed.wait_flows(&format!("{direction} mark flows"), |f| {
             f.iter()
-                .filter(|l| l.contains("table=3, priority=200"))
+                .filter(|l| l.contains("table=80, priority=200"))
                 .count()
                 == n
                 && f.iter().any(|l| {

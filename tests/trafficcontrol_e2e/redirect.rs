@@ -35,7 +35,7 @@ fn redirect_through_a_middlebox_and_back() {
     let r = bed.ofport("ret0");
     assert!(
         ret.iter().any(|l| l.ends_with(&format!(
-            "priority=200,in_port={r} actions=set_field:0x6/0xf->reg0,goto_table:2"
+            "priority=200,in_port={r} actions=set_field:0x6/0xf->reg0,goto_table:70"
         ))),
         "{ret:#?}"
     );
@@ -142,7 +142,7 @@ fn shared_target_and_return_port_change() {
     );
     bed.wait_flows("one's flows gone", |f| {
         f.iter()
-            .filter(|l| l.contains("table=3, priority=200"))
+            .filter(|l| l.contains("table=80, priority=200"))
             .count()
             == 1
     });
