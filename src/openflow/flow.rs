@@ -20,6 +20,9 @@ impl Category {
     pub const DEFAULT: Category = Category(0);
     /// Antrea's PodConnectivity; every TrafficControl flow uses it.
     pub const TRAFFIC_CONTROL: Category = Category(1);
+    /// Antrea's NetworkPolicy: object 0 is the policy pipeline's own flows (conntrack,
+    /// established skip), every other object one rule, numbered by its conjunction id.
+    pub const NETWORK_POLICY: Category = Category(2);
     /// Antrea's ExternalNodeConnectivity.
     pub const EXTERNAL_NODE: Category = Category(8);
 }
