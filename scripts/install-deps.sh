@@ -8,10 +8,11 @@ set -euo pipefail
 # (scripts/vm-tree.sh); dnsmasq-base (the binary, no service): its DHCP server. rpm:
 # scripts/package.sh builds the .rpm with its rpmbuild (dpkg-deb is part of dpkg).
 # qemu-system-x86, qemu-utils, e2fsprogs: the kernel tier boots Debian's kernel in a VM (scripts/kernel-image.sh).
+# iperf3: the NetworkPolicy end-to-end tests run Antrea's VM e2e cases with it (its output is what they assert).
 PKGS=(openvswitch-switch iproute2 iputils-ping tcpdump ethtool procps systemd-container debootstrap
-  dnsmasq-base util-linux rpm qemu-system-x86 qemu-utils e2fsprogs)
+  dnsmasq-base util-linux rpm qemu-system-x86 qemu-utils e2fsprogs iperf3)
 TOOLS=(ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl ip ping tcpdump ethtool sysctl
-  systemd-nspawn debootstrap dnsmasq nsenter flock rpmbuild dpkg-deb qemu-system-x86_64 qemu-img mkfs.ext4)
+  systemd-nspawn debootstrap dnsmasq nsenter flock rpmbuild dpkg-deb qemu-system-x86_64 qemu-img mkfs.ext4 iperf3)
 
 missing=()
 for t in "${TOOLS[@]}"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done

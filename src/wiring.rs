@@ -74,8 +74,25 @@ pub fn start_controlplane_source(
     cfg: &Config,
     updates: Sender<controlplane::Update>,
 ) -> Result<Option<controlplane::Source>, KubeError> {
-    let Some(path) = &cfg.antrea_kubeconfig else {
+    if cfg.antrea_kubeconfig.is_none() {
         return Ok(None);
+    }
+    let client = controlplane_client(cfg)?;
+    let sc = controlplane::SourceConfig {
+        node_key: controlplane_node_key(cfg),
+        backoff: k8s::BackoffConfig::default(),
+    };
+    controlplane::Source::start(client, sc, updates).map(Some)
+}
+
+/// A client of the antrea-controller's API from `antreaKubeconfig` (the same TLS rules as
+/// the Kubernetes connection; keepalive on).
+pub fn controlplane_client(cfg: &Config) -> Result<k8s::Client, KubeError> {
+    let Some(path) = &cfg.antrea_kubeconfig else {
+        return Err(KubeError::Config {
+            what: "antreaKubeconfig".into(),
+            detail: "not set".into(),
+        });
     };
     let cc = k8s::kubeconfig::load_kubeconfig(path, None)?;
     let http = controlplane::source::http_config(k8s::HttpConfig {
@@ -83,10 +100,5 @@ pub fn start_controlplane_source(
         allow_plain_http: cfg.allow_plain_http,
         ..Default::default()
     });
-    let client = k8s::Client::new(&cc, http)?;
-    let sc = controlplane::SourceConfig {
-        node_key: controlplane_node_key(cfg),
-        backoff: k8s::BackoffConfig::default(),
-    };
-    controlplane::Source::start(client, sc, updates).map(Some)
+    k8s::Client::new(&cc, http)
 }

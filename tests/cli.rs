@@ -432,7 +432,8 @@ fn check_reads_antreas_agent_config_and_names_the_tls_fix() {
 }
 
 /// The shipped RBAC grants only what tether uses (list and watch: it never gets one
-/// object) and carries what a VM needs to keep working: short-lived tokens for its
+/// object; the controlplane's three kinds only watched, and the one write, NetworkPolicy
+/// realization status) and carries what a VM needs to keep working: short-lived tokens for its
 /// account minted with `--duration` into a token file (which tether re-reads: k8s_tls's
 /// `expired_token_then_rotated_token_file_recovers`), or the long-lived service-account
 /// token Secret (as Antrea's VM RBAC has).
@@ -445,13 +446,30 @@ fn shipped_rbac_is_list_watch_with_a_long_lived_token() {
     for d in &docs {
         for rule in d["rules"].as_array().into_iter().flatten() {
             for v in rule["verbs"].as_array().unwrap() {
-                verbs.push(v.as_str().unwrap().to_string());
+                for r in rule["resources"].as_array().unwrap() {
+                    verbs.push(format!("{} {}", r.as_str().unwrap(), v.as_str().unwrap()));
+                }
             }
         }
     }
     verbs.sort();
-    verbs.dedup();
-    assert_eq!(verbs, ["list", "watch"]);
+    assert_eq!(
+        verbs,
+        [
+            "addressgroups watch",
+            "appliedtogroups watch",
+            "externalnodes list",
+            "externalnodes watch",
+            "namespaces list",
+            "namespaces watch",
+            "networkpolicies watch",
+            "networkpolicies/status create",
+            "pods list",
+            "pods watch",
+            "trafficcontrols list",
+            "trafficcontrols watch",
+        ]
+    );
     let sa = docs.iter().find(|d| d["kind"] == "ServiceAccount").unwrap();
     let secret = docs
         .iter()

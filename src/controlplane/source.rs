@@ -200,6 +200,11 @@ impl Source {
         &self.heartbeats
     }
 
+    /// Each watch's health, shared (for a thread that outlives a borrow of the source).
+    pub fn status_handle(&self) -> Arc<Mutex<BTreeMap<Kind, WatchStatus>>> {
+        Arc::clone(&self.status)
+    }
+
     /// Each watch's health.
     pub fn status(&self) -> BTreeMap<Kind, WatchStatus> {
         lock(&self.status).clone()

@@ -412,30 +412,59 @@ impl Client {
         query: &[(&str, String)],
         watch: bool,
     ) -> Result<ureq::http::Response<ureq::Body>, KubeError> {
+        self.call_with(path, query, if watch { Req::Watch } else { Req::Get })
+    }
+
+    fn call_with(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        how: Req<'_>,
+    ) -> Result<ureq::http::Response<ureq::Body>, KubeError> {
         let url = self.url(path, query);
         // Surface a token file that cannot be read as what it is.
         let token = self.tokens.token()?;
+        let auth = token.as_ref().map(|t| format!("Bearer {t}"));
         let send = || -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
-            let mut req = self.agent().get(&url).header("Accept", "application/json");
-            if let Some(t) = &token {
-                req = req.header("Authorization", format!("Bearer {t}"));
+            match how {
+                Req::Get | Req::Watch => {
+                    let mut req = self.agent().get(&url).header("Accept", "application/json");
+                    if let Some(a) = &auth {
+                        req = req.header("Authorization", a);
+                    }
+                    let req = if matches!(how, Req::Watch) {
+                        req.config()
+                            .timeout_recv_body(None)
+                            .timeout_per_read(Some(self.cfg.watch_stall_timeout))
+                            .build()
+                    } else {
+                        req.config()
+                            .timeout_recv_body(Some(self.cfg.request_timeout))
+                            .build()
+                    };
+                    req.call()
+                }
+                Req::Post(body) => {
+                    let mut req = self
+                        .agent()
+                        .post(&url)
+                        .header("Accept", "application/json")
+                        .header("Content-Type", "application/json");
+                    if let Some(a) = &auth {
+                        req = req.header("Authorization", a);
+                    }
+                    req.config()
+                        .timeout_recv_body(Some(self.cfg.request_timeout))
+                        .build()
+                        .send(body)
+                }
             }
-            let req = if watch {
-                req.config()
-                    .timeout_recv_body(None)
-                    .timeout_per_read(Some(self.cfg.watch_stall_timeout))
-                    .build()
-            } else {
-                req.config()
-                    .timeout_recv_body(Some(self.cfg.request_timeout))
-                    .build()
-            };
-            req.call()
         };
         let resp = match send() {
             // A pooled keep-alive connection the server or a load balancer closed while it
             // sat idle fails the first request sent on it: a GET is idempotent, so it is
-            // sent again once, on a new connection, without counting as an error.
+            // sent again once, on a new connection, without counting as an error. The only
+            // POST tether sends (a NetworkPolicy's realization status) is idempotent too.
             Err(e) if stale_connection(&e) => {
                 log::debug!(
                     "server={} {path}: {e}; retrying once on a new connection",
@@ -492,6 +521,16 @@ impl Client {
             .map_err(|e| self.map_err(e, path))
     }
 
+    /// POST `body` (JSON) to `path`; the response body.
+    pub fn post(&self, path: &str, body: &[u8]) -> Result<Vec<u8>, KubeError> {
+        let resp = self.call_with(path, &[], Req::Post(body))?;
+        resp.into_body()
+            .into_with_config()
+            .limit(BODY_MAX)
+            .read_to_vec()
+            .map_err(|e| self.map_err(e, path))
+    }
+
     /// Open a WATCH; the stream yields one line per event.
     pub fn watch(&self, path: &str, query: &[(&str, String)]) -> Result<WatchStream, KubeError> {
         let resp = self.call(path, query, true)?;
@@ -521,6 +560,14 @@ impl Client {
 
 /// rustls failures reach us either as `Error::Rustls`/`Tls` or as an `io::Error` that wraps
 /// the rustls error; the message is the only stable thing to recognise the latter by.
+/// The request a [`Client`] sends.
+#[derive(Clone, Copy)]
+enum Req<'a> {
+    Get,
+    Watch,
+    Post(&'a [u8]),
+}
+
 fn looks_like_tls(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     [

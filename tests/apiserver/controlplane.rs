@@ -98,6 +98,10 @@ pub struct Cp {
     /// Bumping a resource's generation ends its open watches.
     close_gen: BTreeMap<String, u64>,
     watches: Vec<String>,
+    /// `NetworkPolicyStatus` bodies POSTed, in order: (policy name, body).
+    statuses: Vec<(String, Value)>,
+    /// Status POSTs get 503 while set.
+    refuse_status: bool,
 }
 
 impl Cp {
@@ -339,6 +343,16 @@ impl ApiServer {
 
     /// Every controlplane watch request served (`<resource> <fieldSelector>`), refused ones
     /// included.
+    /// The `NetworkPolicyStatus` bodies POSTed so far: (policy name from the path, body).
+    pub fn cp_statuses(&self) -> Vec<(String, Value)> {
+        self.cp().statuses.clone()
+    }
+
+    /// Answer status POSTs with 503 (the controller away) while `refuse`.
+    pub fn cp_refuse_status(&self, refuse: bool) {
+        self.cp().refuse_status = refuse;
+    }
+
     pub fn cp_watches(&self) -> Vec<String> {
         self.cp().watches.clone()
     }
@@ -372,6 +386,9 @@ fn selected(f: &Fields, name: &str, nodes: &BTreeSet<String>) -> bool {
 
 /// Serve a request under [`PREFIX`]; `rest` is the path after it.
 pub(super) fn serve(sh: &Shared, conn: &mut Conn, req: &Req, rest: &str, watch: bool) -> Next {
+    if req.method == "POST" {
+        return serve_status(sh, conn, req, rest);
+    }
     let resource = match rest {
         POLICIES | APPLIED_TO | ADDRESS => rest,
         _ => {
@@ -414,6 +431,63 @@ pub(super) fn serve(sh: &Shared, conn: &mut Conn, req: &Req, rest: &str, watch: 
         Err(e) => return status(sh, conn, 400, "BadRequest", &e),
     };
     serve_watch(sh, conn, resource, &f)
+}
+
+/// `POST networkpolicies/<name>/status` with a `NetworkPolicyStatus` (the agent's
+/// `UpdateStatus`, `pkg/apiserver/registry/networkpolicy/networkpolicy/subresources.go`):
+/// the controller answers 201 with the body; a body whose `metadata.name` is not the path's,
+/// or that is not a NetworkPolicyStatus, is 400, as its `Create` validates.
+fn serve_status(sh: &Shared, conn: &mut Conn, req: &Req, rest: &str) -> Next {
+    let Some(name) = rest
+        .strip_prefix("networkpolicies/")
+        .and_then(|r| r.strip_suffix("/status"))
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+    else {
+        return status(
+            sh,
+            conn,
+            405,
+            "MethodNotAllowed",
+            "POST is only for networkpolicies/<name>/status",
+        );
+    };
+    if sh.cp.lock().unwrap().refuse_status {
+        return status(
+            sh,
+            conn,
+            503,
+            "ServiceUnavailable",
+            "status refused by the test",
+        );
+    }
+    let body: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => return status(sh, conn, 400, "BadRequest", &format!("body: {e}")),
+    };
+    if body["metadata"]["name"] != name || body["nodes"].as_array().is_none() {
+        return status(
+            sh,
+            conn,
+            400,
+            "BadRequest",
+            "the NetworkPolicyStatus must name the policy of the path and list nodes",
+        );
+    }
+    sh.cp
+        .lock()
+        .unwrap()
+        .statuses
+        .push((name.to_string(), body.clone()));
+    let text = body.to_string();
+    let head = format!(
+        "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        text.len()
+    );
+    if conn.write_all(head.as_bytes()).is_err() || conn.write_all(text.as_bytes()).is_err() {
+        return Next::Close;
+    }
+    let _ = conn.flush();
+    Next::KeepAlive
 }
 
 fn serve_watch(sh: &Shared, conn: &mut Conn, resource: &str, f: &Fields) -> Next {

@@ -63,7 +63,10 @@ impl Write for Conn {
 }
 
 pub(super) struct Req {
+    pub(super) method: String,
     pub(super) path: String,
+    /// The request body (`Content-Length` bytes; tether sends no chunked bodies).
+    pub(super) body: Vec<u8>,
     pub(super) query: HashMap<String, String>,
     pub(super) bearer: Option<String>,
     pub(super) client_cert: bool,
@@ -103,9 +106,11 @@ pub(super) fn read_request(r: &mut BufReader<Conn>) -> Option<Req> {
     if r.read_line(&mut line).ok()? == 0 {
         return None;
     }
+    let method = line.split_whitespace().next()?.to_string();
     let target = line.split_whitespace().nth(1)?.to_string();
     let mut bearer = None;
     let mut close = false;
+    let mut length = 0usize;
     loop {
         let mut h = String::new();
         if r.read_line(&mut h).ok()? == 0 {
@@ -120,9 +125,16 @@ pub(super) fn read_request(r: &mut BufReader<Conn>) -> Option<Req> {
                 bearer = v.trim().strip_prefix("Bearer ").map(str::to_string);
             } else if k.eq_ignore_ascii_case("connection") {
                 close = v.trim().eq_ignore_ascii_case("close");
+            } else if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().ok()?;
             }
         }
     }
+    if length > 1 << 20 {
+        return None;
+    }
+    let mut body = vec![0u8; length];
+    std::io::Read::read_exact(r, &mut body).ok()?;
     let (path, q) = target.split_once('?').unwrap_or((&target, ""));
     let query = q
         .split('&')
@@ -133,7 +145,9 @@ pub(super) fn read_request(r: &mut BufReader<Conn>) -> Option<Req> {
         })
         .collect();
     Some(Req {
+        method,
         path: path.to_string(),
+        body,
         query,
         bearer,
         client_cert: false,

@@ -151,7 +151,8 @@ fn serve(sh: &Shared, conn: &mut Conn, req: &Req) -> Next {
         let ok = req.client_cert || tokens_ok || anonymous;
         let q: BTreeMap<_, _> = req.query.iter().collect();
         st.requests.push(format!(
-            "GET {} {:?} auth={}",
+            "{} {} {:?} auth={}",
+            req.method,
             req.path,
             q,
             if ok { "ok" } else { "denied" }
