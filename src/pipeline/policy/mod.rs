@@ -1,13 +1,22 @@
-//! Pure helpers for translating NetworkPolicy rules into flows (issue 30; the reference's
-//! Part B §2.2–2.3): CIDR `except` subtraction and port-range value/mask lists
-//! ([`ranges`]), the rules' total order and OpenFlow priorities ([`priority`]),
-//! conjunction ids ([`conj`]), and one rule's match clauses as data ([`rule`]).
+//! NetworkPolicy as flows (issue 30; the reference's Part B §2.1–2.3): the compiler from
+//! the controlplane's state to every policy flow of the VM ([`compile`]), the flows' shapes
+//! ([`flows`]), and the pure helpers under them: CIDR `except` subtraction and port-range
+//! value/mask lists ([`ranges`]), the rules' total order and stable OpenFlow priorities
+//! ([`priority`]), conjunction ids ([`conj`]), and one rule's match clauses as data
+//! ([`rule`]).
 //!
-//! Owns arithmetic on the controlplane's decoded values only. Not the flows themselves,
-//! not the rule cache, not OpenFlow encoding, and no I/O or clocks: every function here is
-//! a pure function of its arguments.
+//! Owns what the flows are. Not applying them (bundles, owners on the switch), not the
+//! controlplane watches, no I/O or clocks: every function here is a pure function of its
+//! arguments, and [`Compiler`] keeps only ids and priorities between calls.
 
+pub mod compile;
 pub mod conj;
+pub mod flows;
 pub mod priority;
 pub mod ranges;
 pub mod rule;
+
+pub use compile::{CompileError, Compiled, CompiledRule, Compiler, RuleKey, RuleStatus, owners_of};
+pub use flows::{
+    BASE_OWNER, CT_ZONE, VmPorts, base_flows, decode_reject_userdata, reject_userdata,
+};

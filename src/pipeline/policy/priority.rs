@@ -2,15 +2,25 @@
 //!
 //! Order: tier priority (lower wins), policy priority (lower wins), rule index, then the
 //! policy UID and the rule id, so no two rules ever tie. Every rule gets its own OpenFlow
-//! priority, counting down from the range's top: no match flow is shared between rules
-//! and overlapping conjunctive flows never sit at one priority (Antrea #367). When the
-//! order changes the whole table is renumbered; the caller rewrites it in one bundle
-//! (instead of Antrea's gap search, `priority.go`).
+//! priority: no match flow is shared between rules and overlapping conjunctive flows
+//! never sit at one priority (Antrea #367).
+//!
+//! Numbering is stable across calls, because moving a rule to another priority rewrites
+//! all of its flows (OpenFlow cannot modify a priority; Antrea's
+//! `ReassignFlowPriorities` deletes and re-adds them). [`assign`] keeps the previous
+//! priority of every rule still in order, puts a new (or reordered) rule in the middle of
+//! the gap between its neighbours, and renumbers the whole table, evenly spread over the
+//! range, only when some gap is too small. Adding one rule to a table of a hundred then
+//! changes that rule's flows only. The price is a renumbering every so often: each insert
+//! halves a gap, so ~log2(range / rules) inserts at one spot fill it (about nine at 100
+//! rules in [`POLICY_RANGE`]). Antrea instead guesses a priority from the tier and policy
+//! priority and falls back to a gap search (`priority.go`).
 //!
 //! Baseline-tier rules (tier priority 253) live in the baseline tables
-//! (Egress/IngressDefaultRule) with their own range; [`range_for`] picks it.
+//! (Egress/IngressBaselineRule) with their own range; [`range_for`] picks it.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 /// Antrea's static tiers (`tier.go`); an empty tier is `application`.
 pub mod tier {
@@ -22,7 +32,7 @@ pub mod tier {
     pub const BASELINE: i32 = 253;
 }
 
-/// An inclusive range of OpenFlow priorities, used from `top` downward.
+/// An inclusive range of OpenFlow priorities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PriorityRange {
     pub top: u16,
@@ -36,9 +46,12 @@ impl PriorityRange {
     }
 }
 
-/// Antrea's range for non-baseline tiers (`priority.go`): [100, 65000].
+/// The range for non-baseline tiers: Antrea's [100, 65000] (`priority.go`), but topped at
+/// 64989 so that every rule sits below the rule tables' own flows (established/related
+/// skip at 64990, the ND/MLD skip at 64991: `flows::base_flows`), which must win over
+/// any rule.
 pub const POLICY_RANGE: PriorityRange = PriorityRange {
-    top: 65000,
+    top: 64989,
     bottom: 100,
 };
 
@@ -78,12 +91,16 @@ impl RuleOrder {
     }
 }
 
-/// Numbers `rules` (rule id, order) from `range.top` downward in the total order (ties
-/// on everything broken by the id). Returns (rule id, priority), highest priority first.
-/// Errors when more rules than `range.capacity()` are given, or an id repeats.
+/// Numbers `rules` (rule id, order) in `range`, highest priority first in the total order
+/// (ties on everything broken by the id), keeping what it can of `previous` (the last
+/// call's result for this table; see the module doc). Returns (rule id, priority),
+/// highest priority first. Deterministic: the same rules and the same `previous` give the
+/// same numbers. Errors when more rules than `range.capacity()` are given, or an id
+/// repeats.
 pub fn assign<I: Ord + Clone + std::fmt::Debug>(
     rules: &[(I, RuleOrder)],
     range: PriorityRange,
+    previous: &BTreeMap<I, u16>,
 ) -> Result<Vec<(I, u16)>, String> {
     if rules.len() > range.capacity() {
         return Err(format!(
@@ -99,114 +116,92 @@ pub fn assign<I: Ord + Clone + std::fmt::Debug>(
     if let Some(w) = sorted.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(format!("rule id {:?} is given twice", w[0].0));
     }
-    let mut out = Vec::with_capacity(sorted.len());
-    let mut prio = range.top;
-    for (id, _) in sorted {
-        out.push((id.clone(), prio));
-        prio = prio.saturating_sub(1);
+    let old: Vec<Option<u16>> = sorted
+        .iter()
+        .map(|(id, _)| {
+            previous
+                .get(id)
+                .copied()
+                .filter(|p| (range.bottom..=range.top).contains(p))
+        })
+        .collect();
+    let kept = keep_in_order(&old);
+    let prios = match fill_gaps(&kept, range) {
+        Some(p) => p,
+        // Renumber all: cannot fail once the capacity check has passed.
+        None => fill_gaps(&vec![None; sorted.len()], range)
+            .ok_or_else(|| format!("{} rules do not fit", sorted.len()))?,
+    };
+    Ok(sorted
+        .into_iter()
+        .zip(prios)
+        .map(|((id, _), p)| (id.clone(), p))
+        .collect())
+}
+
+/// The longest subsequence of the `Some` priorities that is strictly decreasing (what can
+/// stay where it is); the rest become `None`. Patience sorting, O(n log n), a function
+/// of `old` alone, so deterministic.
+fn keep_in_order(old: &[Option<u16>]) -> Vec<Option<u16>> {
+    // Over the rules that have a priority: `tails[k]` is the position (in `old`) ending the
+    // best subsequence of length k+1 found so far; `back` links each to its predecessor.
+    let mut tails: Vec<usize> = Vec::new();
+    let mut back: Vec<Option<usize>> = vec![None; old.len()];
+    for (i, p) in old.iter().enumerate() {
+        let Some(p) = p else { continue };
+        // Strictly decreasing: extend the longest subsequence whose last priority is
+        // above `p`.
+        let k = tails.partition_point(|&t| old[t].is_some_and(|q| q > *p));
+        back[i] = k.checked_sub(1).and_then(|j| tails.get(j).copied());
+        if k == tails.len() {
+            tails.push(i);
+        } else {
+            tails[k] = i;
+        }
     }
-    Ok(out)
+    let mut out = vec![None; old.len()];
+    let mut at = tails.last().copied();
+    while let Some(i) = at {
+        out[i] = old[i];
+        at = back[i];
+    }
+    out
+}
+
+/// `kept` with every run of `None` placed evenly inside the gap between its neighbours
+/// (the range's ends count as neighbours one past them). `None` when some run does not
+/// fit its gap.
+fn fill_gaps(kept: &[Option<u16>], range: PriorityRange) -> Option<Vec<u16>> {
+    let mut out = Vec::with_capacity(kept.len());
+    let mut hi = i64::from(range.top) + 1;
+    let mut i = 0;
+    while i < kept.len() {
+        if let Some(p) = kept[i] {
+            out.push(p);
+            hi = i64::from(p);
+            i += 1;
+            continue;
+        }
+        let run = kept[i..].iter().take_while(|p| p.is_none()).count();
+        let lo = kept
+            .get(i + run)
+            .copied()
+            .flatten()
+            .map_or(i64::from(range.bottom) - 1, i64::from);
+        let (gap, m) = (hi - lo, i64::try_from(run).ok()?);
+        // m rules need m free priorities strictly between hi and lo.
+        if gap - 1 < m {
+            return None;
+        }
+        // Step at least 1 (gap ≥ m + 1), so the run is strictly decreasing and stays
+        // inside (lo, hi): the k-th lands at hi - (k+1)·gap/(m+1).
+        for k in 1..=m {
+            out.push(u16::try_from(hi - k * gap / (m + 1)).ok()?);
+        }
+        i += run;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn r(tier: i32, prio: f64, idx: usize, uid: &str) -> RuleOrder {
-        RuleOrder {
-            tier_priority: tier,
-            policy_priority: prio,
-            rule_index: idx,
-            policy_uid: uid.to_string(),
-        }
-    }
-
-    #[test]
-    fn order_and_exact_priorities() {
-        let rules = vec![
-            ("app-b-0", r(tier::APPLICATION, 1.0, 0, "b")),
-            ("app-a-1", r(tier::APPLICATION, 1.0, 1, "a")),
-            ("app-a-0", r(tier::APPLICATION, 1.0, 0, "a")),
-            ("app-c-0", r(tier::APPLICATION, 0.5, 0, "c")),
-            ("emerg-0", r(tier::EMERGENCY, 9.0, 0, "z")),
-            ("plat-0", r(tier::PLATFORM, 3.0, 0, "y")),
-            ("app-d-0", r(tier::APPLICATION, 2.5, 0, "d")),
-        ];
-        assert_eq!(
-            assign(&rules, POLICY_RANGE).unwrap(),
-            [
-                ("emerg-0", 65000),
-                ("plat-0", 64999),
-                ("app-c-0", 64998),
-                ("app-a-0", 64997),
-                ("app-b-0", 64996),
-                ("app-a-1", 64995),
-                ("app-d-0", 64994),
-            ]
-        );
-        // The result does not depend on the input order.
-        let mut rev = rules.clone();
-        rev.reverse();
-        assert_eq!(assign(&rev, POLICY_RANGE), assign(&rules, POLICY_RANGE));
-    }
-
-    #[test]
-    fn a_rule_between_neighbours_renumbers_below_it() {
-        let mut rules = vec![
-            (1, r(tier::APPLICATION, 1.0, 0, "a")),
-            (2, r(tier::APPLICATION, 3.0, 0, "b")),
-        ];
-        assert_eq!(
-            assign(&rules, POLICY_RANGE).unwrap(),
-            [(1, 65000), (2, 64999)]
-        );
-        rules.push((3, r(tier::APPLICATION, 2.0, 0, "c")));
-        assert_eq!(
-            assign(&rules, POLICY_RANGE).unwrap(),
-            [(1, 65000), (3, 64999), (2, 64998)]
-        );
-    }
-
-    #[test]
-    fn full_ties_break_on_the_id_and_repeats_fail() {
-        let same = r(tier::APPLICATION, 1.0, 0, "a");
-        let rules = vec![("y", same.clone()), ("x", same.clone())];
-        assert_eq!(
-            assign(&rules, BASELINE_RANGE).unwrap(),
-            [("x", 180), ("y", 179)]
-        );
-        let rules = vec![("x", same.clone()), ("x", same)];
-        assert_eq!(
-            assign(&rules, POLICY_RANGE).unwrap_err(),
-            "rule id \"x\" is given twice"
-        );
-    }
-
-    #[test]
-    fn ranges_and_capacity() {
-        assert_eq!(range_for(tier::BASELINE), BASELINE_RANGE);
-        assert_eq!(range_for(tier::APPLICATION), POLICY_RANGE);
-        assert_eq!(range_for(tier::EMERGENCY), POLICY_RANGE);
-        assert_eq!(POLICY_RANGE.capacity(), 64901);
-        assert_eq!(BASELINE_RANGE.capacity(), 171);
-        let tiny = PriorityRange {
-            top: 11,
-            bottom: 10,
-        };
-        let rules: Vec<(usize, RuleOrder)> = (0..3)
-            .map(|i| (i, r(tier::BASELINE, 1.0, i, "p")))
-            .collect();
-        assert_eq!(
-            assign(&rules, tiny).unwrap_err(),
-            "3 rules do not fit in OpenFlow priorities 10..=11 (2 fit)"
-        );
-        assert_eq!(assign(&rules[..2], tiny).unwrap(), [(0, 11), (1, 10)]);
-        // The whole baseline range fills exactly, down to its bottom.
-        let rules: Vec<(usize, RuleOrder)> = (0..171)
-            .map(|i| (i, r(tier::BASELINE, 1.0, i, "p")))
-            .collect();
-        let got = assign(&rules, BASELINE_RANGE).unwrap();
-        assert_eq!(got.first(), Some(&(0, 180)));
-        assert_eq!(got.last(), Some(&(170, 10)));
-    }
-}
+mod tests;

@@ -56,14 +56,17 @@ pub enum ServiceMatch {
 pub enum Services {
     /// No services: any traffic, and no services dimension.
     Any,
-    /// These matches (empty: every service was a named port, which a VM cannot resolve,
-    /// so the rule matches nothing, as Antrea's `filterUnresolvablePort` leaves it).
+    /// These matches (empty: every service was dropped, e.g. a named port, which a VM
+    /// cannot resolve, so the rule matches nothing, as Antrea's `filterUnresolvablePort`
+    /// leaves it).
     Matches(Vec<ServiceMatch>),
 }
 
 /// The services clause of `services`. Named ports are dropped (an ExternalEntity has
-/// none). Errors name the service: an unsupported protocol (IGMP, unknown) or a port
-/// range whose end is below its start. Source ports are not translated yet.
+/// none), and so are services with a source port, which are not translated yet (without
+/// it the service would match more than it names); [`skipped_services`] says which.
+/// Errors name the service: an unsupported protocol (IGMP, unknown) or a port range whose
+/// end is below its start.
 pub fn services(services: &[Service]) -> Result<Services, String> {
     if services.is_empty() {
         return Ok(Services::Any);
@@ -88,6 +91,9 @@ pub fn services(services: &[Service]) -> Result<Services, String> {
                 ));
             }
         };
+        if skipped(s).is_some() {
+            continue;
+        }
         let dst = match (&s.port, s.end_port) {
             (Some(Port::Named(_)), _) => continue,
             (None | Some(Port::Number(0)), _) => Vec::new(),
@@ -102,6 +108,32 @@ pub fn services(services: &[Service]) -> Result<Services, String> {
         out.push(ServiceMatch::Ports { protocol, dst });
     }
     Ok(Services::Matches(out))
+}
+
+/// Why each service [`services`] drops is dropped, naming it (`service <i>: …`).
+pub fn skipped_services(services: &[Service]) -> Vec<String> {
+    services
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| skipped(s).map(|why| format!("service {i}: {why}")))
+        .collect()
+}
+
+/// Why `s` cannot be matched as it stands, if it cannot. Only TCP, UDP and SCTP have
+/// ports; ICMP ignores them and other protocols fail in [`services`].
+fn skipped(s: &Service) -> Option<String> {
+    if !matches!(s.protocol, Protocol::Tcp | Protocol::Udp | Protocol::Sctp) {
+        return None;
+    }
+    if let Some(Port::Named(name)) = &s.port {
+        return Some(format!(
+            "named port {name:?}: named ports cannot be resolved on a VM"
+        ));
+    }
+    if s.src_port.is_some() || s.src_end_port.is_some() {
+        return Some("source ports are not matched yet".into());
+    }
+    None
 }
 
 /// Conjunction dimensions: the from and to clauses are always there (an empty peer is
@@ -321,7 +353,43 @@ mod tests {
                 },
             ])
         );
-        assert_eq!(services(&[named]).unwrap(), Services::Matches(vec![]));
+        assert_eq!(
+            services(std::slice::from_ref(&named)).unwrap(),
+            Services::Matches(vec![])
+        );
+        let src = Service {
+            src_port: Some(1024),
+            ..svc(Protocol::Udp, Some(53))
+        };
+        let icmp = Service {
+            protocol: Protocol::Icmp,
+            port: Some(Port::Named("x".into())),
+            ..Service::default()
+        };
+        let all = [named, svc(Protocol::Tcp, Some(80)), src, icmp];
+        assert_eq!(
+            services(&all).unwrap(),
+            Services::Matches(vec![
+                ServiceMatch::Ports {
+                    protocol: L4::Tcp,
+                    dst: vec![PortMask {
+                        value: 80,
+                        mask: 0xffff
+                    }],
+                },
+                ServiceMatch::Icmp {
+                    icmp_type: None,
+                    icmp_code: None
+                },
+            ])
+        );
+        assert_eq!(
+            skipped_services(&all),
+            [
+                "service 0: named port \"http\": named ports cannot be resolved on a VM",
+                "service 2: source ports are not matched yet",
+            ]
+        );
         let bad = Service {
             end_port: Some(10),
             ..svc(Protocol::Tcp, Some(20))

@@ -1,0 +1,418 @@
+//! The compiler: every NetworkPolicy flow of the VM from what is known of the
+//! controlplane ([`State`]), as one pure function of the state and the compiler's own
+//! history ([`Compiler::compile`]).
+//!
+//! Owns which rules apply to the VM, what each rule's peers and services resolve to,
+//! which rules can be realized (and why not), and keeping conjunction ids and priorities
+//! stable across calls, so that a change to one policy rewrites that policy's flows only.
+//! Not the flows' shapes (`flows`), not applying them, and no I/O or clocks.
+//!
+//! A rule applies when its policy applies ([`State::applies`]) and, if it has its own
+//! appliedTo groups, one of those is known and has members; otherwise the policy's own
+//! appliedTo groups decide. Rules that do not apply are left out altogether, so their
+//! conjunction ids are freed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+
+use super::conj::ConjAllocator;
+use super::flows::{
+    Addresses, BASE_OWNER, RuleSpec, RuleTables, VmPorts, base_flows, rule_flows, rule_tables,
+};
+use super::priority::{PriorityRange, RuleOrder, assign, range_for, tier};
+use super::rule::{Services, peer_match, services, skipped_services};
+use crate::controlplane::{Direction, GroupKind, NetworkPolicy, Peer, Rule, RuleAction, State};
+use crate::openflow::{Category, Flow, Owner};
+
+/// A rule's identity across calls: its policy's UID and its position in the policy's
+/// rules. A policy without a UID (the controller always sends one, equal to its name) is
+/// keyed by its name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleKey {
+    pub policy_uid: String,
+    pub index: usize,
+}
+
+/// Whether a rule's flows do what the rule says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleStatus {
+    Realizable,
+    /// Installed, but part of the rule is left out (why, naming the fields): it matches
+    /// less than it says.
+    Partial(String),
+    /// No flows: the rule matches nothing on this VM, or cannot be expressed (why, naming
+    /// the fields).
+    NotRealizable(String),
+}
+
+/// One rule as compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledRule {
+    pub key: RuleKey,
+    /// The policy's (controlplane) name.
+    pub policy: String,
+    pub policy_uid: String,
+    pub rule_name: String,
+    pub index: usize,
+    pub direction: Direction,
+    pub action: RuleAction,
+    pub conj_id: u32,
+    /// The table of its match flows, and its priority there (0 when the table had no
+    /// priority left for it: see its status).
+    pub table: u8,
+    pub priority: u16,
+    /// Category NetworkPolicy, object = `conj_id`.
+    pub owner: Owner,
+    /// In the order of `flows::rule_flows`; empty unless the rule is realizable (in part).
+    pub flows: Vec<Flow>,
+    pub status: RuleStatus,
+}
+
+/// Every NetworkPolicy flow of the VM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compiled {
+    /// `flows::base_flows`, owned by `flows::BASE_OWNER`.
+    pub base: Vec<Flow>,
+    /// The rules that apply, by key.
+    pub rules: Vec<CompiledRule>,
+}
+
+/// Why nothing could be compiled; the caller keeps what is installed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompileError {
+    /// Every conjunction id is held by a rule: only possible with ~2³² rules.
+    ConjIdsExhausted(String),
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompileError::ConjIdsExhausted(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// Every owner's flows, for a caller that applies them in one bundle: the base flows
+/// under object 0, then each rule under its conjunction id, in id order. A rule's owner
+/// with no flows is listed (so what it had is removed); owners of rules that are gone are
+/// not, so the caller removes the owners it had that are not listed.
+pub fn owners_of(c: &Compiled) -> Vec<(Owner, Vec<Flow>)> {
+    let mut rules: Vec<(Owner, Vec<Flow>)> =
+        c.rules.iter().map(|r| (r.owner, r.flows.clone())).collect();
+    rules.sort_by_key(|(o, _)| *o);
+    let mut out = vec![(BASE_OWNER, c.base.clone())];
+    out.extend(rules);
+    out
+}
+
+/// Conjunction ids and priorities from one call to the next.
+#[derive(Clone, Debug)]
+pub struct Compiler {
+    conj: ConjAllocator<RuleKey>,
+    /// The priorities of the last call.
+    priorities: Numbering,
+}
+
+/// Per rule table, each rule's priority.
+type Numbering = BTreeMap<u8, BTreeMap<RuleKey, u16>>;
+
+impl Default for Compiler {
+    fn default() -> Compiler {
+        Compiler::new()
+    }
+}
+
+/// One applying rule, before compiling.
+struct Current<'s> {
+    key: RuleKey,
+    policy: &'s NetworkPolicy,
+    rule: &'s Rule,
+    baseline: bool,
+}
+
+impl Compiler {
+    pub fn new() -> Compiler {
+        Compiler {
+            conj: ConjAllocator::new(),
+            priorities: BTreeMap::new(),
+        }
+    }
+
+    /// Every flow for the rules of `state` that apply to the VM on `ports`. Same state
+    /// and same history give the same result. Changes the history (ids, priorities) only
+    /// when it succeeds.
+    pub fn compile(&mut self, state: &State, ports: VmPorts) -> Result<Compiled, CompileError> {
+        let current = applying_rules(state);
+        let keys: BTreeSet<RuleKey> = current.iter().map(|c| c.key.clone()).collect();
+        let ids = self
+            .conj
+            .recompute(&keys)
+            .map_err(CompileError::ConjIdsExhausted)?;
+        let (priorities, overflow) = self.number(&current);
+        let mut rules = Vec::with_capacity(current.len());
+        for c in &current {
+            // Every key was just given an id; a missing one would be an allocator bug.
+            let Some(&conj_id) = ids.get(&c.key) else {
+                continue;
+            };
+            let tables = rule_tables(c.rule.direction, c.baseline);
+            let priority = priorities
+                .get(&tables.rule)
+                .and_then(|t| t.get(&c.key))
+                .copied();
+            let (flows, status) = match (priority, overflow.get(&tables.rule)) {
+                (Some(p), _) => realize(state, c.rule, conj_id, tables, p, ports),
+                (None, why) => (
+                    Vec::new(),
+                    RuleStatus::NotRealizable(why.cloned().unwrap_or_default()),
+                ),
+            };
+            rules.push(CompiledRule {
+                key: c.key.clone(),
+                policy: c.policy.name.clone(),
+                policy_uid: c.policy.uid.clone(),
+                rule_name: c.rule.name.clone(),
+                index: c.key.index,
+                direction: c.rule.direction,
+                action: c.rule.action,
+                conj_id,
+                table: tables.rule,
+                priority: priority.unwrap_or(0),
+                owner: Owner::new(Category::NETWORK_POLICY, conj_id),
+                flows,
+                status,
+            });
+        }
+        self.priorities = priorities;
+        Ok(Compiled {
+            base: base_flows(ports),
+            rules,
+        })
+    }
+
+    /// Priorities per rule table, from the last call's; and for each table that ran out,
+    /// why its last rules have none.
+    fn number(&self, current: &[Current<'_>]) -> (Numbering, BTreeMap<u8, String>) {
+        // A table holds one tier kind only (baseline or not), so one range.
+        let mut by_table: BTreeMap<u8, (PriorityRange, Vec<(RuleKey, RuleOrder)>)> =
+            BTreeMap::new();
+        for c in current {
+            let t = rule_tables(c.rule.direction, c.baseline).rule;
+            let o = order(c);
+            by_table
+                .entry(t)
+                .or_insert_with(|| (range_for(o.tier_priority), Vec::new()))
+                .1
+                .push((c.key.clone(), o));
+        }
+        let (mut out, mut overflow) = (BTreeMap::new(), BTreeMap::new());
+        let none = BTreeMap::new();
+        for (t, (range, mut rules)) in by_table {
+            rules.sort_by(|a, b| a.1.cmp_order(&b.1).then_with(|| a.0.cmp(&b.0)));
+            if rules.len() > range.capacity() {
+                overflow.insert(
+                    t,
+                    format!(
+                        "table {t} holds {} rules but has {} priorities ({}..={}); this \
+                         rule is among the last in order",
+                        rules.len(),
+                        range.capacity(),
+                        range.bottom,
+                        range.top
+                    ),
+                );
+                rules.truncate(range.capacity());
+            }
+            match assign(&rules, range, self.priorities.get(&t).unwrap_or(&none)) {
+                Ok(v) => {
+                    out.insert(t, v.into_iter().collect());
+                }
+                // Keys are unique and the count fits, so this cannot happen; the rules
+                // then get no priority and say why.
+                Err(e) => {
+                    overflow.insert(t, e);
+                }
+            }
+        }
+        (out, overflow)
+    }
+}
+
+/// Where a rule sorts: its tier (none: application), its policy's priority (none: after
+/// every policy of the tier, as a K8s NetworkPolicy would; they cannot select a VM), its
+/// index in the policy, its policy.
+fn order(c: &Current<'_>) -> RuleOrder {
+    RuleOrder {
+        tier_priority: c.policy.tier_priority.unwrap_or(tier::APPLICATION),
+        policy_priority: c.policy.priority.unwrap_or(f64::INFINITY),
+        rule_index: c.key.index,
+        policy_uid: c.key.policy_uid.clone(),
+    }
+}
+
+/// The rules that apply, by key. Two policies with one UID (the controller never sends
+/// that) would share keys: the second one's rules are left out.
+fn applying_rules(state: &State) -> Vec<Current<'_>> {
+    let mut out: BTreeMap<RuleKey, Current<'_>> = BTreeMap::new();
+    for p in state.applied_policies() {
+        let uid = if p.uid.is_empty() { &p.name } else { &p.uid };
+        for (index, rule) in p.rules.iter().enumerate() {
+            let groups = if rule.applied_to_groups.is_empty() {
+                &p.applied_to_groups
+            } else {
+                &rule.applied_to_groups
+            };
+            let applies = groups.iter().any(|g| {
+                state
+                    .group(GroupKind::AppliedTo, g)
+                    .is_some_and(|g| !g.members.is_empty())
+            });
+            let key = RuleKey {
+                policy_uid: uid.clone(),
+                index,
+            };
+            if applies && !out.contains_key(&key) {
+                out.insert(
+                    key.clone(),
+                    Current {
+                        key,
+                        policy: p,
+                        rule,
+                        baseline: p.tier_priority == Some(tier::BASELINE),
+                    },
+                );
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// One rule's flows and status.
+fn realize(
+    state: &State,
+    rule: &Rule,
+    conj_id: u32,
+    tables: RuleTables,
+    priority: u16,
+    ports: VmPorts,
+) -> (Vec<Flow>, RuleStatus) {
+    let mut fatal = Vec::new();
+    let mut notes = Vec::new();
+    if rule.l7 {
+        fatal.push("l7Protocols: L7 rules cannot be enforced on a VM".to_string());
+    }
+    let services = match services(&rule.services) {
+        Ok(Services::Matches(m)) if m.is_empty() => {
+            fatal.push(skipped_services(&rule.services).join("; "));
+            None
+        }
+        Ok(s) => {
+            notes.extend(skipped_services(&rule.services));
+            Some(s)
+        }
+        Err(e) => {
+            fatal.push(e);
+            None
+        }
+    };
+    let (side, peer) = match rule.direction {
+        Direction::In => ("from", &rule.from),
+        Direction::Out => ("to", &rule.to),
+    };
+    let peer = match resolve(state, peer, side) {
+        Ok((a, n)) => {
+            notes.extend(n);
+            Some(a)
+        }
+        Err(e) => {
+            fatal.push(e);
+            None
+        }
+    };
+    let (Some(services), Some(peer), true) = (services, peer, fatal.is_empty()) else {
+        return (Vec::new(), RuleStatus::NotRealizable(fatal.join("; ")));
+    };
+    let flows = rule_flows(&RuleSpec {
+        direction: rule.direction,
+        action: rule.action,
+        conj_id,
+        tables,
+        priority,
+        peer: &peer,
+        services: &services,
+        ports,
+    });
+    let status = if notes.is_empty() {
+        RuleStatus::Realizable
+    } else {
+        RuleStatus::Partial(notes.join("; "))
+    };
+    (flows, status)
+}
+
+/// The addresses of a rule's remote side (`side`: "from" or "to"), and the parts of it
+/// left out. A peer with nothing in it is any address; one whose parts resolve to no
+/// address matches nothing, which is the error (naming each part).
+fn resolve(state: &State, peer: &Peer, side: &str) -> Result<(Addresses, Vec<String>), String> {
+    let unsupported = [
+        (
+            "fqdns",
+            peer.fqdns.len(),
+            "FQDN peers are not supported on a VM yet",
+        ),
+        (
+            "toServices",
+            peer.to_services.len(),
+            "Service peers are not supported on a VM yet",
+        ),
+        (
+            "labelIdentities",
+            peer.label_identities.len(),
+            "label identities are not supported on a VM",
+        ),
+    ];
+    let mut left_out: Vec<String> = unsupported
+        .iter()
+        .filter(|(_, n, _)| *n > 0)
+        .map(|(field, _, why)| format!("{side}.{field}: {why}"))
+        .collect();
+    if peer.address_groups.is_empty() && peer.ip_blocks.is_empty() {
+        if left_out.is_empty() {
+            return Ok((Addresses::Any, left_out));
+        }
+        return Err(format!(
+            "{side}: no address to match ({})",
+            left_out.join("; ")
+        ));
+    }
+    let mut empty = Vec::new();
+    let mut ips: BTreeSet<IpAddr> = BTreeSet::new();
+    for g in &peer.address_groups {
+        match state.address_group_ips(g) {
+            None => left_out.push(format!("{side}.addressGroups: {g} is not known yet")),
+            Some(s) if s.is_empty() => {
+                empty.push(format!("{side}.addressGroups: {g} has no addresses"));
+            }
+            Some(s) => ips.extend(s),
+        }
+    }
+    let ips: Vec<IpAddr> = ips.into_iter().collect();
+    let m = peer_match(&ips, &peer.ip_blocks);
+    if m.v4.is_empty() && m.v6.is_empty() {
+        if !peer.ip_blocks.is_empty() {
+            empty.push(format!("{side}.ipBlocks: every CIDR is excepted"));
+        }
+        left_out.extend(empty);
+        return Err(format!(
+            "{side}: no address to match ({})",
+            left_out.join("; ")
+        ));
+    }
+    Ok((Addresses::Only(m), left_out))
+}
+
+#[cfg(test)]
+mod tests;
