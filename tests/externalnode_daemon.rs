@@ -10,7 +10,7 @@
 //! sockets work across network namespaces): TCP in the VM → unix socket → the server.
 //!
 //! Here: the daemon and the helpers the tests share; the tests are in
-//! `externalnode_daemon/` (`sources.rs`, `antrea.rs`, `cli.rs`).
+//! `externalnode_daemon/` (`sources.rs`, `antrea.rs`, `cli.rs`, `networkpolicy.rs`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -21,6 +21,8 @@ mod apiserver;
 mod cli;
 mod common;
 mod externalnode_vm;
+#[path = "externalnode_daemon/networkpolicy.rs"]
+mod networkpolicy;
 #[path = "externalnode_daemon/sources.rs"]
 mod sources;
 

@@ -10,6 +10,7 @@ pub mod externalnode;
 pub mod interfaces;
 pub mod l2;
 pub mod live;
+pub mod policy;
 pub mod queue;
 pub mod route;
 pub mod trafficcontrol;

@@ -46,6 +46,8 @@ pub(super) struct Parts {
     pub probe: Arc<Probe>,
     pub source: Arc<Source>,
     pub heartbeats: Arc<Heartbeats>,
+    /// The NetworkPolicy threads' (the controller's and the controlplane watches').
+    pub more_heartbeats: Vec<Arc<Heartbeats>>,
     pub ready: Box<dyn FnOnce() + Send>,
     pub phases: super::phases::Phases,
 }
@@ -287,6 +289,7 @@ impl EventLoop {
             .stuck(now)
             .into_iter()
             .chain(self.p.source.heartbeats().stuck(now))
+            .chain(self.p.more_heartbeats.iter().flat_map(|h| h.stuck(now)))
             .collect();
         if stuck.is_empty() {
             notify::notify_or_log(&[("WATCHDOG", "1")]);

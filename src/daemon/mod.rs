@@ -22,6 +22,7 @@
 
 mod events;
 mod phases;
+mod policy;
 pub mod startup;
 
 use std::path::PathBuf;
@@ -108,6 +109,7 @@ pub fn run(
     );
     let bridge: Arc<dyn Bridge> = Arc::new(LiveBridge::keeping(ovs.db.clone(), &cfg.datapath_type));
     let controllers = controllers(&cfg, &stores, &bridge, &flows)?;
+    let policy = policy::start(&cfg, &ovs, &flows, &controllers.en)?;
     if let Err(e) = controllers.tc.restore_no_flood() {
         log::warn!("restoring no-flood on traffic-control ports failed: {e}");
     }
@@ -116,7 +118,15 @@ pub fn run(
         Arc::new(SystemClock),
     ));
     let metrics = Arc::new(Metrics::default());
-    let probe = probe(&cfg, &ovs, &queue, &source, &controllers, &metrics);
+    let mut probe = probe(&cfg, &ovs, &queue, &source, &controllers, &metrics);
+    if let Some(p) = &policy {
+        if let Some(pr) = Arc::get_mut(&mut probe) {
+            pr.policy = Some(status::probe::PolicyProbe {
+                controller: p.controller.clone(),
+                watches: p.source.status_handle(),
+            });
+        }
+    }
     let status_server = status::Server::start(&cfg.state_socket, probe.clone().handler())
         .map_err(|e| DaemonError::Setup(e.to_string()))?;
     let (done_tx, done_rx) = unbounded();
@@ -141,6 +151,10 @@ pub fn run(
         probe,
         source: source.clone(),
         heartbeats,
+        more_heartbeats: policy
+            .as_ref()
+            .map(|p| vec![p.heartbeats.clone(), p.source.heartbeats().clone()])
+            .unwrap_or_default(),
         ready: Box::new(ready),
         phases,
     })
@@ -148,6 +162,9 @@ pub fn run(
 
     log::info!("stopping: flows and ports stay in place");
     notify::notify_or_log(&[("STOPPING", "1")]);
+    if let Some(p) = policy {
+        p.stop();
+    }
     status_server.stop();
     queue.shutdown();
     for h in workers {
@@ -208,6 +225,7 @@ fn probe(
         en: controllers.en.clone(),
         metrics: metrics.clone(),
         watches: Arc::new(WatchTracker::default()),
+        policy: None,
     })
 }
 
@@ -306,7 +324,7 @@ impl Ovs {
     }
 
     /// The previous round whose flows the first full sync replaces, if any.
-    fn replacing(&self) -> Option<u16> {
+    pub(crate) fn replacing(&self) -> Option<u16> {
         self.prev_round.filter(|p| *p != self.round)
     }
 }

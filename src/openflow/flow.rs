@@ -189,6 +189,7 @@ pub fn tether_cookie(cookie: u64) -> Option<(u16, Category, u32)> {
     let known = [
         Category::DEFAULT,
         Category::TRAFFIC_CONTROL,
+        Category::NETWORK_POLICY,
         Category::EXTERNAL_NODE,
     ]
     .contains(&category);

@@ -10,6 +10,7 @@
 //! `crate::metrics`' (re-exported here). Does not own how a snapshot is
 //! gathered from the controllers (`probe`, called by the daemon).
 
+pub mod policy;
 pub mod probe;
 pub mod render;
 
@@ -50,6 +51,9 @@ pub struct Snapshot {
     pub traffic_controls: Vec<TcRow>,
     pub external_node: EnRow,
     pub metrics: MetricsSnapshot,
+    /// Only with NetworkPolicy on (`antreaKubeconfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<policy::NpStatus>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -34,6 +34,47 @@ pub struct Probe {
     pub en: Arc<EnController>,
     pub metrics: Arc<Metrics>,
     pub watches: Arc<WatchTracker>,
+    /// With NetworkPolicy on: the controller and its watches' health.
+    pub policy: Option<PolicyProbe>,
+}
+
+/// What the NetworkPolicy status is read from.
+pub struct PolicyProbe {
+    pub controller: Arc<crate::controller::policy::PolicyController>,
+    pub watches: Arc<
+        std::sync::Mutex<
+            std::collections::BTreeMap<crate::controlplane::Kind, crate::controlplane::WatchStatus>,
+        >,
+    >,
+}
+
+impl PolicyProbe {
+    fn status(&self, of: &OfFlows, round: u16) -> super::policy::NpStatus {
+        use crate::openflow::flow::{ROUND_MASK, cookie};
+        let watches = self
+            .watches
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, w)| super::policy::NpWatch {
+                kind: k.plural().to_string(),
+                synced: w.synced,
+                errors: w.errors_total,
+                reconnects: w.reconnects,
+                last_error: w.last_error,
+            })
+            .collect();
+        // One dump of this round's policy flows, for every rule's counters.
+        let descs = of
+            .dump(
+                cookie(round, crate::openflow::Category::NETWORK_POLICY, 0),
+                ROUND_MASK | 0xff << 40,
+            )
+            .unwrap_or_default();
+        let counters = super::policy::counters(&descs);
+        super::policy::np_status(self.controller.status(), watches, &counters)
+    }
 }
 
 impl Probe {
@@ -127,6 +168,10 @@ impl Probe {
                 cut_off: e.cut_off,
             },
             metrics,
+            network_policy: self
+                .policy
+                .as_ref()
+                .map(|p| p.status(&self.openflow, self.round.load(Ordering::Relaxed))),
         }
     }
 

@@ -193,7 +193,91 @@ pub fn human(s: &Snapshot) -> String {
             ],
         ],
     );
+    if let Some(np) = &s.network_policy {
+        human_policy(&mut o, np);
+    }
     o
+}
+
+/// The NETWORKPOLICY section: the watches in one line, then a row per rule.
+fn human_policy(o: &mut String, np: &super::policy::NpStatus) {
+    let watches: Vec<String> = np
+        .watches
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {}{}",
+                w.kind,
+                if w.synced { "synced" } else { "not synced" },
+                w.last_error
+                    .as_ref()
+                    .map(|e| format!(" ({})", printable(e)))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    o.push_str(&format!(
+        "\nNETWORKPOLICY  {}; {} flows; {}{}\n",
+        watches.join(", "),
+        np.flows,
+        match np.ports {
+            Some((h, u)) => format!("VM pair {h}<->{u}"),
+            None => "VM not attached".into(),
+        },
+        np.last_error
+            .as_ref()
+            .map(|e| format!("; last error: {}", printable(e)))
+            .unwrap_or_default()
+    ));
+    let mut rows = vec![vec![
+        "POLICY".into(),
+        "GEN".into(),
+        "RULE".into(),
+        "ACTION".into(),
+        "TABLE/PRIO".into(),
+        "PACKETS".into(),
+        "BYTES".into(),
+        "SESSIONS".into(),
+        "STATE".into(),
+    ]];
+    for p in &np.policies {
+        let head = if p.source.is_empty() {
+            printable(&p.name)
+        } else {
+            printable(&p.source)
+        };
+        let generation = match p.reported {
+            Some(r) if r == p.generation => format!("{} reported", p.generation),
+            _ => p.generation.to_string(),
+        };
+        if p.rules.is_empty() {
+            rows.push(vec![
+                head.clone(),
+                generation.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "no rules".into(),
+            ]);
+        }
+        for r in &p.rules {
+            rows.push(vec![
+                head.clone(),
+                generation.clone(),
+                format!("{} {}", r.direction, printable(&r.name)),
+                r.action.clone(),
+                format!("{}/{}", r.table, r.priority),
+                r.counters.packets.to_string(),
+                r.counters.bytes.to_string(),
+                r.counters.sessions.to_string(),
+                printable(&r.state),
+            ]);
+        }
+    }
+    table(o, &rows);
 }
 
 /// Escape a label value (exposition format: backslash, quote, newline).
@@ -370,7 +454,76 @@ pub fn prometheus(s: &Snapshot) -> String {
             ("{state=\"failing\"}".into(), tc_errors.to_string()),
         ],
     );
+    if let Some(np) = &s.network_policy {
+        prometheus_policy(&mut o, np);
+    }
     o
+}
+
+/// Per-rule counters of NetworkPolicy, labelled by policy (its source), rule and direction.
+fn prometheus_policy(o: &mut String, np: &super::policy::NpStatus) {
+    let per_rule = |f: &dyn Fn(&super::policy::NpRule) -> u64| -> Vec<(String, String)> {
+        np.policies
+            .iter()
+            .flat_map(|p| {
+                p.rules.iter().map(move |r| {
+                    (
+                        format!(
+                            "{{policy=\"{}\",rule=\"{}\",direction=\"{}\",action=\"{}\"}}",
+                            label(if p.source.is_empty() {
+                                &p.name
+                            } else {
+                                &p.source
+                            }),
+                            label(&r.name),
+                            label(&r.direction),
+                            label(&r.action)
+                        ),
+                        f(r).to_string(),
+                    )
+                })
+            })
+            .collect()
+    };
+    metric(
+        o,
+        "tether_networkpolicy_rule_packets_total",
+        "counter",
+        "Packets matched by each NetworkPolicy rule (its metric flows).",
+        &per_rule(&|r| r.counters.packets),
+    );
+    metric(
+        o,
+        "tether_networkpolicy_rule_bytes_total",
+        "counter",
+        "Bytes matched by each NetworkPolicy rule.",
+        &per_rule(&|r| r.counters.bytes),
+    );
+    metric(
+        o,
+        "tether_networkpolicy_rule_sessions_total",
+        "counter",
+        "Connections each NetworkPolicy rule allowed, or packets it refused.",
+        &per_rule(&|r| r.counters.sessions),
+    );
+    let realized = np.policies.iter().filter(|p| p.realized).count();
+    metric(
+        o,
+        "tether_networkpolicies",
+        "gauge",
+        "NetworkPolicies applied to this VM, and those realized on the switch.",
+        &[
+            ("{state=\"all\"}".into(), np.policies.len().to_string()),
+            ("{state=\"realized\"}".into(), realized.to_string()),
+        ],
+    );
+    metric(
+        o,
+        "tether_networkpolicy_synced",
+        "gauge",
+        "1 once all three controlplane watches have had their first bookmark.",
+        &[(String::new(), if np.synced { "1" } else { "0" }.into())],
+    );
 }
 
 /// The one line `systemctl status tether` shows (sd_notify `STATUS=`): readiness, the

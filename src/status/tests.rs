@@ -75,6 +75,7 @@ fn sample() -> Snapshot {
             cut_off: None,
         },
         metrics,
+        network_policy: None,
     }
 }
 

@@ -1,0 +1,384 @@
+//! The NetworkPolicy controller: what the controlplane watches know (`controlplane::State`)
+//! and the VM's pair of ports become the policy flows on the switch, one bundle per change,
+//! and realized policies are reported back ([`report`]).
+//!
+//! Rules it keeps (docs/networkpolicy.md#realization):
+//! - nothing policy-visible happens before all three watches have had their first bookmark
+//!   ([`State::synced`]); until then the flows already on the switch stay (those of the
+//!   previous run, carried into this run's round by the daemon: [`carry_over`]);
+//! - one change, one bundle: every owner the change touches (the policy pipeline's own
+//!   flows, one owner per rule) goes in one [`Flows::apply_many`], so the switch never holds
+//!   half a policy; flows that go away are removed in that same bundle;
+//! - a sync that fails is retried with backoff, and the flows installed before it stay;
+//! - the flows follow the pair's ofports (read from the ExternalNode controller): when the
+//!   VM is not attached there is nothing to protect and the policy flows are removed.
+//!
+//! It runs on its own thread (`np-controller`), woken by the source's updates and by a
+//! tick that notices port changes, resyncs and reports still due.
+
+pub mod report;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, select};
+
+use crate::controller::Flows;
+use crate::controlplane::{State, Update};
+use crate::heartbeat::Pulse;
+use crate::k8s::backoff::{Backoff, BackoffConfig};
+use crate::openflow::{Category, Flow, Owner};
+use crate::pipeline::policy::{Compiled, Compiler, RuleStatus, VmPorts, owners_of};
+use report::{Reports, StatusSink, status_body};
+
+/// How often the thread looks at the ports, the resync counter and reports still due.
+const TICK: Duration = Duration::from_millis(250);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One rule as `tether status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleView {
+    pub name: String,
+    pub direction: String,
+    pub action: String,
+    pub conj_id: u32,
+    pub table: u8,
+    pub priority: u16,
+    pub flows: usize,
+    /// `realized`, or why not.
+    pub state: String,
+}
+
+/// One policy as `tether status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyView {
+    pub name: String,
+    /// `<type> <namespace>/<name>` of the Antrea policy it comes from.
+    pub source: String,
+    pub generation: i64,
+    pub realized: bool,
+    /// The generation antrea-controller has from us.
+    pub reported: Option<i64>,
+    pub rules: Vec<RuleView>,
+}
+
+/// The controller's state for `tether status` and the metrics.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyStatus {
+    /// All three watches have had their first bookmark.
+    pub synced: bool,
+    pub ports: Option<VmPorts>,
+    pub policies: Vec<PolicyView>,
+    pub syncs_total: u64,
+    pub last_error: Option<String>,
+    /// Policy flows on the switch (base and rules).
+    pub flows: usize,
+}
+
+/// Where the pair's ofports come from (the ExternalNode controller's status).
+pub type PortsFn = Box<dyn Fn() -> Option<VmPorts> + Send + Sync>;
+
+pub struct PolicyController {
+    flows: Arc<dyn Flows>,
+    state: Arc<Mutex<State>>,
+    ports: PortsFn,
+    sink: Option<Arc<dyn StatusSink>>,
+    node_key: String,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    compiler: Compiler,
+    /// Owners whose flows are on the switch (or carried over from the previous run).
+    installed: BTreeSet<Owner>,
+    /// The ports the installed flows were built for.
+    built_for: Option<VmPorts>,
+    /// Realized policies and their generation, as of the last successful sync.
+    realized: BTreeMap<String, i64>,
+    reports: Reports,
+    status: PolicyStatus,
+}
+
+impl PolicyController {
+    /// `carried`: owners of the previous run's policy flows the daemon put into this run's
+    /// round ([`carry_over`]); the first sync replaces or removes them.
+    pub fn new(
+        flows: Arc<dyn Flows>,
+        state: Arc<Mutex<State>>,
+        ports: PortsFn,
+        sink: Option<Arc<dyn StatusSink>>,
+        node_key: String,
+        carried: BTreeSet<Owner>,
+    ) -> PolicyController {
+        PolicyController {
+            flows,
+            state,
+            ports,
+            sink,
+            node_key,
+            inner: Mutex::new(Inner {
+                compiler: Compiler::new(),
+                installed: carried,
+                built_for: None,
+                realized: BTreeMap::new(),
+                reports: Reports::default(),
+                status: PolicyStatus::default(),
+            }),
+        }
+    }
+
+    pub fn status(&self) -> PolicyStatus {
+        let inner = lock(&self.inner);
+        let mut st = inner.status.clone();
+        for p in &mut st.policies {
+            p.reported = inner.reports.generation(&p.name);
+        }
+        st
+    }
+
+    /// Compile what is known for the current ports and put it on the switch in one bundle.
+    /// Before the first bookmarks of all three watches: nothing (Ok).
+    pub fn sync(&self) -> Result<(), String> {
+        let ports = (self.ports)();
+        let state = lock(&self.state);
+        let mut inner = lock(&self.inner);
+        inner.status.synced = state.synced();
+        inner.status.ports = ports;
+        if !state.synced() {
+            return Ok(());
+        }
+        let compiled = match ports {
+            Some(p) => match inner.compiler.compile(&state, p) {
+                Ok(c) => Some(c),
+                // Nothing changed in the compiler: the flows on the switch stay.
+                Err(e) => {
+                    let why = format!("compiling the policies: {e}");
+                    inner.status.last_error = Some(why.clone());
+                    return Err(why);
+                }
+            },
+            None => None,
+        };
+        let generations: BTreeMap<String, i64> = state
+            .applied_policies()
+            .map(|p| (p.name.clone(), p.generation))
+            .collect();
+        let views = compiled
+            .as_ref()
+            .map(|c| policy_views(c, &state))
+            .unwrap_or_default();
+        drop(state);
+
+        let sets: Vec<(Owner, Vec<Flow>)> = compiled.as_ref().map(owners_of).unwrap_or_default();
+        let wanted: BTreeSet<Owner> = sets.iter().map(|(o, _)| *o).collect();
+        let mut all = sets;
+        for gone in inner.installed.difference(&wanted) {
+            all.push((*gone, Vec::new()));
+        }
+        let flow_count: usize = all.iter().map(|(_, f)| f.len()).sum();
+        let failed = if all.is_empty() {
+            Vec::new()
+        } else {
+            self.flows.apply_many(all)
+        };
+        inner.status.syncs_total += 1;
+        if !failed.is_empty() {
+            // The switch refused: what failed keeps its old flows (or none); retried.
+            let why = failed
+                .iter()
+                .map(|(o, e)| format!("{o}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            let failed_owners: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
+            inner.installed = wanted.union(&failed_owners).copied().collect();
+            inner.status.last_error = Some(why.clone());
+            inner.status.policies = views;
+            inner.realized.clear();
+            return Err(why);
+        }
+        inner.installed = wanted;
+        inner.built_for = ports;
+        inner.status.last_error = None;
+        inner.status.flows = flow_count;
+        inner.status.policies = views;
+        // Realized: applied to this node, and the pair is there to apply it to.
+        inner.realized = if compiled.is_some() {
+            generations
+        } else {
+            BTreeMap::new()
+        };
+        Ok(())
+    }
+
+    /// POST the reports that are due; failures stay due.
+    fn report(&self) -> Result<(), String> {
+        let Some(sink) = &self.sink else {
+            return Ok(());
+        };
+        let due = {
+            let mut inner = lock(&self.inner);
+            let realized = inner.realized.clone();
+            inner.reports.due(&realized)
+        };
+        let mut errors = Vec::new();
+        for (name, generation) in due {
+            match sink.post(&name, &status_body(&name, &self.node_key, generation)) {
+                Ok(()) => {
+                    log::info!("networkpolicy {name}: realized generation {generation}, reported");
+                    lock(&self.inner).reports.sent(&name, generation);
+                }
+                Err(e) => errors.push(format!("status of {name}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    fn ports_changed(&self) -> bool {
+        let now = (self.ports)();
+        lock(&self.inner).built_for != now
+    }
+
+    fn forget_reports(&self) {
+        lock(&self.inner).reports.forget_all();
+    }
+
+    /// The controller's loop: a sync after updates (coalesced), after a port change, and
+    /// on retry; reports when due. `resyncs` counts the watches' reconnects (each a full
+    /// resync after which every policy is reported again).
+    pub fn run(
+        &self,
+        updates: &Receiver<Update>,
+        resyncs: &dyn Fn() -> u64,
+        stop: &Receiver<()>,
+        pulse: &Pulse,
+    ) {
+        let cfg = BackoffConfig::default();
+        let mut sync_backoff = Backoff::new(cfg, 0x6e70);
+        let mut report_backoff = Backoff::new(cfg, 0x7374);
+        let mut dirty = true;
+        let mut sync_at = Instant::now();
+        let mut report_at = Instant::now();
+        let mut seen_resyncs = resyncs();
+        loop {
+            pulse.idle();
+            select! {
+                recv(stop) -> _ => return,
+                recv(updates) -> u => match u {
+                    Ok(u) => {
+                        log::debug!("networkpolicy update from {:?}: {:?}", u.kind, u.outcome);
+                        dirty = true;
+                        while updates.try_recv().is_ok() {}
+                    }
+                    Err(_) => return,
+                },
+                default(TICK) => {}
+            }
+            pulse.busy();
+            let r = resyncs();
+            if r != seen_resyncs {
+                seen_resyncs = r;
+                self.forget_reports();
+                dirty = true;
+            }
+            if self.ports_changed() {
+                dirty = true;
+            }
+            let now = Instant::now();
+            if dirty && now >= sync_at {
+                match self.sync() {
+                    Ok(()) => {
+                        dirty = false;
+                        sync_backoff.reset();
+                        report_at = now;
+                    }
+                    Err(e) => {
+                        let wait = sync_backoff.next_delay();
+                        log::warn!("networkpolicy sync failed, retrying in {wait:?}: {e}");
+                        sync_at = now + wait;
+                    }
+                }
+            }
+            if now >= report_at {
+                match self.report() {
+                    Ok(()) => report_backoff.reset(),
+                    Err(e) => {
+                        let wait = report_backoff.next_delay();
+                        log::warn!("networkpolicy status report failed, retrying in {wait:?}: {e}");
+                        report_at = now + wait;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The views of the policies `compiled` came from.
+fn policy_views(compiled: &Compiled, state: &State) -> Vec<PolicyView> {
+    let mut views: Vec<PolicyView> = state
+        .applied_policies()
+        .map(|p| PolicyView {
+            name: p.name.clone(),
+            source: p
+                .source_ref
+                .as_ref()
+                .map(|s| format!("{} {}/{}", s.policy_type, s.namespace, s.name))
+                .unwrap_or_default(),
+            generation: p.generation,
+            realized: true,
+            reported: None,
+            rules: Vec::new(),
+        })
+        .collect();
+    for r in &compiled.rules {
+        let Some(v) = views.iter_mut().find(|v| v.name == r.policy) else {
+            continue;
+        };
+        let state = match &r.status {
+            RuleStatus::Realizable => "realized".to_string(),
+            RuleStatus::Partial(why) => format!("realized in part: {why}"),
+            RuleStatus::NotRealizable(why) => format!("not realized: {why}"),
+        };
+        v.rules.push(RuleView {
+            name: r.rule_name.clone(),
+            direction: format!("{:?}", r.direction),
+            action: format!("{:?}", r.action),
+            conj_id: r.conj_id,
+            table: r.table,
+            priority: r.priority,
+            flows: r.flows.len(),
+            state,
+        });
+    }
+    views
+}
+
+/// The previous run's policy flows, read back from the switch and grouped by owner, to be
+/// installed under this run's round in the first bundle, so the old round's delete does
+/// not leave a moment without policy (Antrea #5777). Only tether's own pipeline is carried
+/// (the caller knows the previous round was tether's).
+pub fn carry_over(descs: Vec<crate::openflow::flowmod::FlowDesc>) -> BTreeMap<Owner, Vec<Flow>> {
+    let mut out: BTreeMap<Owner, Vec<Flow>> = BTreeMap::new();
+    for d in descs {
+        let Some((_, category, object)) = crate::openflow::flow::tether_cookie(d.cookie) else {
+            continue;
+        };
+        if category != Category::NETWORK_POLICY {
+            continue;
+        }
+        let mut f = Flow::new(d.table_id, d.priority);
+        f.key.match_ = d.match_;
+        f.value.instructions = Arc::new(d.instructions);
+        f.value.idle_timeout = d.idle_timeout;
+        f.value.hard_timeout = d.hard_timeout;
+        out.entry(Owner::new(category, object)).or_default().push(f);
+    }
+    out
+}

@@ -1,0 +1,150 @@
+//! The NetworkPolicy part of `tether status` and the metrics: the controlplane watches,
+//! each policy with its rules (realized or why not) and each rule's counters, read from
+//! the metric tables' flow statistics (packets and bytes of a rule's metric flows;
+//! sessions are the packets of its `+new` flow, or of its deny flow, where every packet
+//! is a refused session). Pure: the probe gathers, this shapes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::controller::policy::PolicyStatus;
+use crate::openflow::Category;
+use crate::openflow::MatchField;
+use crate::openflow::consts::ct_state;
+use crate::openflow::flow::tether_cookie;
+use crate::openflow::flowmod::FlowDesc;
+use crate::openflow::ofctl::FlowStats;
+use crate::pipeline::table;
+
+/// One controlplane watch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpWatch {
+    pub kind: String,
+    pub synced: bool,
+    pub errors: u64,
+    pub reconnects: u64,
+    pub last_error: Option<String>,
+}
+
+/// A rule's traffic, from its metric flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub sessions: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpRule {
+    pub name: String,
+    pub direction: String,
+    pub action: String,
+    pub conj_id: u32,
+    pub table: u8,
+    pub priority: u16,
+    pub flows: usize,
+    /// `realized`, or why not.
+    pub state: String,
+    pub counters: Counters,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpPolicy {
+    pub name: String,
+    pub source: String,
+    pub generation: i64,
+    pub realized: bool,
+    /// The generation antrea-controller has from tether.
+    pub reported: Option<i64>,
+    pub rules: Vec<NpRule>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpStatus {
+    /// All three watches have had their first bookmark.
+    pub synced: bool,
+    pub watches: Vec<NpWatch>,
+    /// The VM's pair the flows are built for: (host, uplink) ofports.
+    pub ports: Option<(u32, u32)>,
+    pub flows: usize,
+    pub syncs: u64,
+    pub last_error: Option<String>,
+    pub policies: Vec<NpPolicy>,
+}
+
+/// Counters per conjunction id from the policy flows' descriptions (with statistics).
+pub fn counters(descs: &[FlowDesc]) -> BTreeMap<u32, Counters> {
+    let mut out: BTreeMap<u32, Counters> = BTreeMap::new();
+    for d in descs {
+        if d.table_id != table::EGRESS_METRIC && d.table_id != table::INGRESS_METRIC {
+            continue;
+        }
+        let Some((_, Category::NETWORK_POLICY, object)) = tether_cookie(d.cookie) else {
+            continue;
+        };
+        if object == 0 {
+            continue;
+        }
+        let st = FlowStats::decode(&d.stats);
+        let packets = st.packets.unwrap_or(0);
+        let c = out.entry(object).or_default();
+        c.packets += packets;
+        c.bytes += st.bytes.unwrap_or(0);
+        let new =
+            d.match_.fields().iter().any(
+                |f| matches!(f, MatchField::CtState { value, .. } if value & ct_state::NEW != 0),
+            );
+        let deny = d
+            .match_
+            .fields()
+            .iter()
+            .any(|f| matches!(f, MatchField::Reg { idx: 3, .. }));
+        if new || deny {
+            c.sessions += packets;
+        }
+    }
+    out
+}
+
+/// The status: the controller's view, the watches, and the counters.
+pub fn np_status(
+    st: PolicyStatus,
+    watches: Vec<NpWatch>,
+    counters: &BTreeMap<u32, Counters>,
+) -> NpStatus {
+    NpStatus {
+        synced: st.synced,
+        watches,
+        ports: st.ports.map(|p| (p.host, p.uplink)),
+        flows: st.flows,
+        syncs: st.syncs_total,
+        last_error: st.last_error,
+        policies: st
+            .policies
+            .into_iter()
+            .map(|p| NpPolicy {
+                name: p.name,
+                source: p.source,
+                generation: p.generation,
+                realized: p.realized,
+                reported: p.reported,
+                rules: p
+                    .rules
+                    .into_iter()
+                    .map(|r| NpRule {
+                        counters: counters.get(&r.conj_id).copied().unwrap_or_default(),
+                        name: r.name,
+                        direction: r.direction,
+                        action: r.action,
+                        conj_id: r.conj_id,
+                        table: r.table,
+                        priority: r.priority,
+                        flows: r.flows,
+                        state: r.state,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}

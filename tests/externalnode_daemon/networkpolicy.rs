@@ -1,0 +1,490 @@
+//! NetworkPolicy end to end (docs/networkpolicy.md): `tether run` with the test API server
+//! as both the Kubernetes API and the antrea-controller's controlplane API, real packets
+//! between the VM and its peer, and Antrea's VM e2e cases (`test/e2e/vmagent_test.go`)
+//! with their clients and assertion strings: iperf3's `iperf Done` before, a timeout
+//! after; `ping -c 5`'s `5 packets transmitted, 0 received`. Each case: works before, the
+//! policy's status is POSTed (Realized) within 5 s, blocked within 20 s, works again after
+//! the delete. The peer namespace holds two hosts: A-side peer B (`192.0.2.1`,
+//! `2001:db8:1::1`) and a second host C (`192.0.2.2`, `2001:db8:1::2`).
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::apiserver::controlplane::{ADDRESS, APPLIED_TO};
+use crate::apiserver::cp_fixtures::{ee_member, ip};
+use crate::common::Netns;
+
+/// The span key of this VM: the agent config's `externalNodeNamespace` and the EN's name.
+const NODE: &str = "default/vm1";
+const ATG: &str = "atg-vm1";
+const AG_B: &str = "ag-peer-b";
+
+/// Antrea's realization timeout (`policyRealizedTimeout`).
+const REALIZED: Duration = Duration::from_secs(5);
+/// Antrea's connectivity poll: up to 20 s.
+const BLOCKED: Duration = Duration::from_secs(20);
+
+/// A controlplane NetworkPolicy applied to this VM (ATG), as an Antrea-native policy.
+fn np(uid: &str, generation: i64, name: &str, tier: i32, rules: Value) -> String {
+    json!({
+        "kind": "NetworkPolicy", "apiVersion": "controlplane.antrea.io/v1beta2",
+        "metadata": {"name": uid, "uid": uid, "generation": generation},
+        "rules": rules, "appliedToGroups": [ATG], "priority": 1.0, "tierPriority": tier,
+        "sourceRef": {"type": "AntreaNetworkPolicy", "namespace": "vm-ns", "name": name, "uid": uid},
+    })
+    .to_string()
+}
+
+fn ip_block(cidr: &str, except: &[&str]) -> Value {
+    let net = |c: &str| {
+        let (a, p) = c.split_once('/').unwrap();
+        json!({"ip": ip(a), "prefixLength": p.parse::<u32>().unwrap()})
+    };
+    let mut b = json!({"cidr": net(cidr)});
+    if !except.is_empty() {
+        b["except"] = except.iter().map(|c| net(c)).collect();
+    }
+    b
+}
+
+fn rule(direction: &str, peer: Value, services: Value, action: &str, index: i32) -> Value {
+    let (from, to) = if direction == "In" {
+        (peer, json!({}))
+    } else {
+        (json!({}), peer)
+    };
+    json!({"direction": direction, "from": from, "to": to, "services": services,
+           "action": action, "priority": index, "enableLogging": false,
+           "name": format!("{}-{}-{index}", direction.to_lowercase(), action.to_lowercase())})
+}
+
+/// Output and success of a command (never panics on a failed one).
+fn out(c: &mut Command) -> (bool, String) {
+    let o = c.output().unwrap();
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), s)
+}
+
+/// iperf3 from `from` (bound to `bind`) to `to`, as Antrea's case runs it; its output.
+fn iperf(from: &Netns, bind: &str, to: &str, udp: bool) -> String {
+    let mut argv = vec![
+        "timeout",
+        "10",
+        "iperf3",
+        "-c",
+        to,
+        "-t",
+        "1",
+        "-p",
+        "5201",
+        "-B",
+        bind,
+        "--connect-timeout",
+        "3000",
+    ];
+    if udp {
+        argv.push("-u");
+    }
+    out(&mut from.command(&argv)).1
+}
+
+fn ping5(from: &Netns, bind: &str, to: &str) -> String {
+    out(&mut from.command(&["ping", "-c", "5", "-i", "0.2", "-W", "1", "-I", bind, to])).1
+}
+
+/// Poll `check` every second until it holds, within `limit`; the last output on failure.
+fn eventually(what: &str, limit: Duration, check: impl Fn() -> (bool, String)) {
+    let end = Instant::now() + common::patience(limit);
+    loop {
+        let (ok, last) = check();
+        if ok {
+            return;
+        }
+        if Instant::now() > end {
+            panic!("{what}: not within {limit:?}; last: {last}");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn iperf_works(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+    let o = iperf(from, bind, to, false);
+    (o.contains("iperf Done"), o)
+}
+
+fn iperf_blocked(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+    let o = iperf(from, bind, to, false);
+    (!o.contains("iperf Done"), o)
+}
+
+fn ping_works(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+    let o = ping5(from, bind, to);
+    (o.contains("5 packets transmitted, 5 received"), o)
+}
+
+fn ping_blocked(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+    let o = ping5(from, bind, to);
+    (o.contains("5 packets transmitted, 0 received"), o)
+}
+
+/// The policy's status was POSTed with `generation` within Antrea's 5 s.
+fn wait_realized(srv: &apiserver::ApiServer, uid: &str, generation: i64) {
+    wait_for(
+        common::patience(REALIZED),
+        &format!("status of {uid} gen {generation}"),
+        || {
+            srv.cp_statuses()
+                .iter()
+                .any(|(n, b)| {
+                    n == uid
+                        && b["nodes"][0]["nodeName"] == NODE
+                        && b["nodes"][0]["generation"] == generation
+                        && b["kind"] == "NetworkPolicyStatus"
+                })
+                .then_some(())
+        },
+    );
+}
+
+struct Bed {
+    sb: Sandbox,
+    peer: Netns,
+    srv: apiserver::ApiServer,
+    _api: common::relay::ApiInNetns,
+    d: Option<Daemon>,
+    servers: Vec<Child>,
+}
+
+/// The VM attached by a daemon that watches the controlplane; iperf3 servers on the VM
+/// and the peer; the VM in the ATG; B's addresses in AG_B.
+fn bed() -> Bed {
+    let (sb, peer) = setup();
+    peer.sh("ip addr add 192.0.2.2/24 dev eth0
+             ip -6 addr add 2001:db8:1::2/64 dev eth0");
+    let srv = apiserver::ApiServer::start(apiserver::Options::default());
+    let api = common::relay::ApiInNetns::new(sb.ns(), sb.dir(), &srv.url(), None);
+    let k = api.kubeconfig.to_str().unwrap().to_string();
+    let args = [
+        "--kubeconfig",
+        k.as_str(),
+        "--antrea-kubeconfig",
+        k.as_str(),
+        "--allow-plain-http",
+    ];
+    let d = Daemon::start(&sb, &args, None);
+    srv.create(
+        json!({"apiVersion": "crd.antrea.io/v1alpha1", "kind": "ExternalNode",
+        "metadata": {"namespace": "default", "name": "vm1"},
+        "spec": {"interfaces": [{"ips": ["192.0.2.10", "2001:db8:1::10"]}]}}),
+    );
+    wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "takeover");
+    neutralise_uplink(sb.ns(), "eth1~", true);
+    srv.cp_add_group(
+        APPLIED_TO,
+        ATG,
+        &[ee_member("default", "vm1", &[])],
+        &[NODE],
+    );
+    srv.cp_add_group(
+        ADDRESS,
+        AG_B,
+        &[ee_member(
+            "vm-ns",
+            "peer-b",
+            &["192.0.2.1", "2001:db8:1::1"],
+        )],
+        &[NODE],
+    );
+    let servers = [sb.ns(), &peer]
+        .map(|ns| {
+            ns.command(&["iperf3", "-s", "-p", "5201"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .into();
+    std::thread::sleep(Duration::from_millis(300));
+    Bed {
+        sb,
+        peer,
+        srv,
+        _api: api,
+        d: Some(d),
+        servers,
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("tether log:\n{}", log_tail(&self.sb));
+            if let Ok(flows) = self.sb.try_dump_flows("br-int", None) {
+                eprintln!("flows:\n{}", flows.join("\n"));
+            }
+        }
+        if let Some(d) = self.d.take() {
+            drop(d);
+        }
+        for c in &mut self.servers {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+const VM4: &str = "192.0.2.10";
+const VM6: &str = "2001:db8:1::10";
+
+#[test]
+fn antreas_vm_e2e_cases_on_real_packets() {
+    if !privileged("antreas_vm_e2e_cases_on_real_packets") {
+        return;
+    }
+    let b = bed();
+    let (vm, peer, srv) = (b.sb.ns(), &b.peer, &b.srv);
+    let tcp = json!([{"protocol": "TCP", "port": 5201}]);
+
+    // E2a: ingress Drop TCP 5201 from the ExternalEntities of B (an AddressGroup).
+    eventually("E2a before", BLOCKED, || {
+        iperf_works(peer, "192.0.2.1", VM4)
+    });
+    let e2a = "np-e2a";
+    srv.cp_add_policy(
+        &np(
+            e2a,
+            1,
+            "anp-vmagent-ingress-tcp-entity",
+            250,
+            json!([rule(
+                "In",
+                json!({"addressGroups": [AG_B]}),
+                tcp.clone(),
+                "Drop",
+                0
+            )]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, e2a, 1);
+    eventually("E2a blocked", BLOCKED, || {
+        iperf_blocked(peer, "192.0.2.1", VM4)
+    });
+    eventually("E2a blocked over IPv6", BLOCKED, || {
+        iperf_blocked(peer, "2001:db8:1::1", VM6)
+    });
+    // C is not in the group.
+    eventually("E2a C still works", BLOCKED, || {
+        iperf_works(peer, "192.0.2.2", VM4)
+    });
+    // B's member IP changes to C's: the block moves with it (a patch removes and adds).
+    srv.cp_patch_group(
+        ADDRESS,
+        AG_B,
+        &[ee_member("vm-ns", "peer-b", &["192.0.2.2"])],
+        &[ee_member(
+            "vm-ns",
+            "peer-b",
+            &["192.0.2.1", "2001:db8:1::1"],
+        )],
+    );
+    eventually("E2a follows the member's IP", BLOCKED, || {
+        iperf_blocked(peer, "192.0.2.2", VM4)
+    });
+    eventually("E2a B works after the IP change", BLOCKED, || {
+        iperf_works(peer, "192.0.2.1", VM4)
+    });
+    srv.cp_delete(crate::apiserver::controlplane::POLICIES, e2a);
+    eventually("E2a after delete", BLOCKED, || {
+        iperf_works(peer, "192.0.2.2", VM4)
+    });
+
+    // E2b: egress Drop TCP 5201 to ipBlock B/32.
+    eventually("E2b before", BLOCKED, || iperf_works(vm, VM4, "192.0.2.1"));
+    let e2b = "np-e2b";
+    srv.cp_add_policy(
+        &np(
+            e2b,
+            1,
+            "anp-vmagent-egress-tcp-ip",
+            250,
+            json!([rule(
+                "Out",
+                json!({"ipBlocks": [ip_block("192.0.2.1/32", &[])]}),
+                tcp.clone(),
+                "Drop",
+                0
+            )]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, e2b, 1);
+    eventually("E2b blocked", BLOCKED, || {
+        iperf_blocked(vm, VM4, "192.0.2.1")
+    });
+    eventually("E2b C still works", BLOCKED, || {
+        iperf_works(vm, VM4, "192.0.2.2")
+    });
+    srv.cp_delete(crate::apiserver::controlplane::POLICIES, e2b);
+    eventually("E2b after delete", BLOCKED, || {
+        iperf_works(vm, VM4, "192.0.2.1")
+    });
+
+    // E4: ingress Drop ICMP type 8 code 0 from B/32; C still pings.
+    eventually("E4 before", BLOCKED, || ping_works(peer, "192.0.2.1", VM4));
+    let e4 = "np-e4";
+    srv.cp_add_policy(
+        &np(
+            e4,
+            1,
+            "anp-vmagent-ingress-icmp-ip",
+            250,
+            json!([rule(
+                "In",
+                json!({"ipBlocks": [ip_block("192.0.2.1/32", &[])]}),
+                json!([{"protocol": "ICMP", "icmpType": 8, "icmpCode": 0}]),
+                "Drop",
+                0
+            )]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, e4, 1);
+    eventually("E4 blocked", BLOCKED, || {
+        ping_blocked(peer, "192.0.2.1", VM4)
+    });
+    eventually("E4 C still pings", BLOCKED, || {
+        ping_works(peer, "192.0.2.2", VM4)
+    });
+    // A new generation of the same policy is reported again (Antrea #3075).
+    srv.cp_modify_policy(&np(
+        e4,
+        2,
+        "anp-vmagent-ingress-icmp-ip",
+        250,
+        json!([rule(
+            "In",
+            json!({"ipBlocks": [ip_block("192.0.2.1/32", &[])]}),
+            json!([{"protocol": "ICMP", "icmpType": 8, "icmpCode": 0}]),
+            "Drop",
+            0
+        )]),
+    ));
+    wait_realized(srv, e4, 2);
+    srv.cp_delete(crate::apiserver::controlplane::POLICIES, e4);
+    eventually("E4 after delete", BLOCKED, || {
+        ping_works(peer, "192.0.2.1", VM4)
+    });
+}
+
+#[test]
+fn except_baseline_and_pass_on_real_packets() {
+    if !privileged("except_baseline_and_pass_on_real_packets") {
+        return;
+    }
+    let b = bed();
+    let (peer, srv) = (&b.peer, &b.srv);
+    let icmp = json!([{"protocol": "ICMP"}]);
+
+    // ipBlock with except: the /24 is dropped but for C.
+    eventually("before", BLOCKED, || ping_works(peer, "192.0.2.1", VM4));
+    srv.cp_add_policy(
+        &np(
+            "np-except",
+            1,
+            "except",
+            250,
+            json!([rule(
+                "In",
+                json!({"ipBlocks": [ip_block("192.0.2.0/24", &["192.0.2.2/32"])]}),
+                icmp.clone(),
+                "Drop",
+                0
+            )]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, "np-except", 1);
+    eventually("except: B blocked", BLOCKED, || {
+        ping_blocked(peer, "192.0.2.1", VM4)
+    });
+    eventually("except: C pings", BLOCKED, || {
+        ping_works(peer, "192.0.2.2", VM4)
+    });
+    srv.cp_delete(crate::apiserver::controlplane::POLICIES, "np-except");
+
+    // IPv6: a Drop from B's IPv6 address; IPv4 from B still works.
+    srv.cp_add_policy(
+        &np(
+            "np-v6",
+            1,
+            "v6",
+            250,
+            json!([rule(
+                "In",
+                json!({"ipBlocks": [ip_block("2001:db8:1::1/128", &[])]}),
+                json!([]),
+                "Drop",
+                0
+            )]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, "np-v6", 1);
+    eventually("IPv6 blocked", BLOCKED, || {
+        ping_blocked(peer, "2001:db8:1::1", VM6)
+    });
+    eventually("IPv6: C pings", BLOCKED, || {
+        ping_works(peer, "2001:db8:1::2", VM6)
+    });
+    eventually("IPv6 rule leaves IPv4", BLOCKED, || {
+        ping_works(peer, "192.0.2.1", VM4)
+    });
+    srv.cp_delete(crate::apiserver::controlplane::POLICIES, "np-v6");
+
+    // Pass in the application tier hands B to the baseline tier, whose Drop applies; an
+    // Allow above the Pass for C wins over both.
+    srv.cp_add_policy(
+        &np(
+            "np-baseline",
+            1,
+            "baseline",
+            253,
+            json!([rule("In", json!({}), icmp.clone(), "Drop", 0)]),
+        ),
+        &[NODE],
+    );
+    srv.cp_add_policy(
+        &np(
+            "np-pass",
+            1,
+            "pass",
+            250,
+            json!([
+                rule(
+                    "In",
+                    json!({"ipBlocks": [ip_block("192.0.2.2/32", &[])]}),
+                    icmp.clone(),
+                    "Allow",
+                    0
+                ),
+                rule("In", json!({}), icmp.clone(), "Pass", 1),
+            ]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, "np-baseline", 1);
+    wait_realized(srv, "np-pass", 1);
+    eventually("Pass → baseline Drop", BLOCKED, || {
+        ping_blocked(peer, "192.0.2.1", VM4)
+    });
+    eventually("Allow above Pass", BLOCKED, || {
+        ping_works(peer, "192.0.2.2", VM4)
+    });
+    srv.cp_delete(crate::apiserver::controlplane::POLICIES, "np-baseline");
+    eventually("Pass alone lets through", BLOCKED, || {
+        ping_works(peer, "192.0.2.1", VM4)
+    });
+}
