@@ -18,7 +18,8 @@ MIRROR=${TETHER_VM_MIRROR:-http://deb.debian.org/debian}
 CACHE=/var/cache/tether-test
 # initramfs-tools before the kernel, so that the kernel's postinst builds the initrd with
 # MODULES=list. kmod: modprobe. tcpdump, ethtool: the tests' packet checks.
-EXTRA_PKGS=(initramfs-tools kmod tcpdump ethtool)
+# iperf3: the NetworkPolicy e2e cases (Antrea's VM e2e runs them with it).
+EXTRA_PKGS=(initramfs-tools kmod tcpdump ethtool iperf3)
 IMG_SIZE=2G
 GUEST=tests/kernel_vm/guest
 

@@ -280,7 +280,12 @@ impl Ovs {
             &what,
             Duration::from_secs(2),
             stop,
-            || match BridgeDb::ensure(client.clone(), &cfg.bridge, &cfg.datapath_type) {
+            || match BridgeDb::ensure_with(
+                client.clone(),
+                &cfg.bridge,
+                &cfg.datapath_type,
+                policy::fail_mode(cfg),
+            ) {
                 Err(e @ ovsdb::OvsdbError::DatapathMismatch { .. }) => Ok(Err(e)),
                 r => r.map(Ok),
             },

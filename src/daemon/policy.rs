@@ -151,3 +151,19 @@ fn carry(ovs: &Ovs, flows: &Arc<dyn Flows>) -> BTreeSet<Owner> {
     }
     owners
 }
+
+/// The bridge's `fail_mode`: with NetworkPolicy on `secure`, so that after an
+/// ovs-vswitchd restart its table stays empty (dropping) until tether has put its flows
+/// back, where standalone installs a NORMAL flow that forwards everything around the
+/// policy until then (measured by the e2e tests). Without NetworkPolicy `standalone`: with
+/// tether down and OVS restarted the VM stays reachable. A change of mode makes OVS flush
+/// the bridge's flows: it happens once, at the start that turns NetworkPolicy on or off,
+/// before this run installs anything (connectivity waits for the first full sync then;
+/// policy never has a gap).
+pub(crate) fn fail_mode(cfg: &Config) -> &'static str {
+    if cfg.antrea_kubeconfig.is_some() {
+        crate::ovsdb::bridgedb::SECURE
+    } else {
+        crate::ovsdb::bridgedb::STANDALONE
+    }
+}

@@ -106,7 +106,7 @@ pub const CREATED_KEY: &str = "tether-created";
 /// standalone so the VM stays reachable while tether is down, and a pinned datapath-id
 /// (docs/antrea-compat.md#bridge-settings) so attaching the uplink cannot change the DPID
 /// under the OpenFlow connection.
-pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str) -> Vec<Op> {
+pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str, fail_mode: &str) -> Vec<Op> {
     vec![
         Op::Insert {
             table: "Interface".into(),
@@ -127,7 +127,7 @@ pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str) -> Vec<Op>
         Op::Insert {
             table: "Bridge".into(),
             row: {
-                let mut row = bridge_settings(name, datapath_type);
+                let mut row = bridge_settings(name, datapath_type, fail_mode);
                 row.insert("ports".into(), Datum::named("brport"));
                 row.insert(
                     "other_config".into(),
@@ -150,7 +150,7 @@ pub fn create_bridge_ops(name: &str, datapath_type: &str, dpid: &str) -> Vec<Op>
     ]
 }
 
-fn bridge_settings(name: &str, datapath_type: &str) -> Row {
+fn bridge_settings(name: &str, datapath_type: &str, fail_mode: &str) -> Row {
     Row::from([
         ("name".into(), Datum::str(name)),
         (
@@ -158,21 +158,21 @@ fn bridge_settings(name: &str, datapath_type: &str) -> Row {
             Datum::set(vec![Atom::str("OpenFlow10"), Atom::str("OpenFlow15")]),
         ),
         ("datapath_type".into(), Datum::str(datapath_type)),
-        ("fail_mode".into(), Datum::str("standalone")),
+        ("fail_mode".into(), Datum::str(fail_mode)),
     ])
 }
 
 /// For an existing bridge: the same settings but the datapath type (never changed: see
 /// [`BridgeDb::ensure`]), and a datapath-id only if none is pinned (map `insert` keeps an
 /// existing key).
-pub fn update_bridge_ops(uuid: &Uuid, name: &str, dpid: &str) -> Vec<Op> {
+pub fn update_bridge_ops(uuid: &Uuid, name: &str, dpid: &str, fail_mode: &str) -> Vec<Op> {
     vec![
         Op::Update {
             table: "Bridge".into(),
             conditions: vec![Condition::uuid(uuid)],
             row: {
                 // `name` is immutable: an update that names it fails.
-                let mut row = bridge_settings(name, "");
+                let mut row = bridge_settings(name, "", fail_mode);
                 row.remove("name");
                 row.remove("datapath_type");
                 row
@@ -242,7 +242,16 @@ pub struct BridgeDb {
     client: Arc<Client>,
     name: String,
     uuid: Arc<std::sync::Mutex<Uuid>>,
+    /// The `fail_mode` this handle keeps the bridge at ([`BridgeDb::ensure_with`]).
+    fail_mode: &'static str,
 }
+
+/// `fail_mode=standalone`: without flows (tether down and OVS restarted) the bridge is a
+/// learning switch and the VM stays reachable.
+pub const STANDALONE: &str = "standalone";
+/// `fail_mode=secure`: without flows the bridge forwards nothing (NetworkPolicy on: no
+/// moment without policy after an ovs-vswitchd restart).
+pub const SECURE: &str = "secure";
 
 impl BridgeDb {
     /// Create the bridge or bring an existing one to tether's settings, then wait (≤ 5 s)
@@ -251,6 +260,19 @@ impl BridgeDb {
         client: Arc<Client>,
         name: &str,
         datapath_type: &str,
+    ) -> Result<BridgeDb, OvsdbError> {
+        BridgeDb::ensure_with(client, name, datapath_type, STANDALONE)
+    }
+
+    /// [`BridgeDb::ensure`] with the bridge's `fail_mode` ([`STANDALONE`] or [`SECURE`]).
+    /// Changing an existing bridge's mode makes OVS flush its flows (a bridge without
+    /// controllers, `connmgr_set_fail_mode`): done here, at start, before any flow of this
+    /// run is sent; a restart with the same mode changes nothing.
+    pub fn ensure_with(
+        client: Arc<Client>,
+        name: &str,
+        datapath_type: &str,
+        fail_mode: &'static str,
     ) -> Result<BridgeDb, OvsdbError> {
         let existing = select_bridge(&client, name)?;
         let uuid = match existing {
@@ -272,13 +294,13 @@ impl BridgeDb {
                     .datapath_id
                     .filter(|d| d.len() == 16 && d.chars().all(|c| c.is_ascii_hexdigit()))
                     .unwrap_or_else(random_dpid);
-                client.transact(&update_bridge_ops(&found.uuid, name, &dpid))?;
+                client.transact(&update_bridge_ops(&found.uuid, name, &dpid, fail_mode))?;
                 found.uuid
             }
             None => {
                 init_open_vswitch(&client)?;
                 let dpid = random_dpid();
-                let r = client.transact(&create_bridge_ops(name, datapath_type, &dpid))?;
+                let r = client.transact(&create_bridge_ops(name, datapath_type, &dpid, fail_mode))?;
                 r.get(2)
                     .and_then(|r| r.uuid.clone())
                     .ok_or_else(|| OvsdbError::Protocol("bridge insert returned no uuid".into()))?
@@ -303,6 +325,7 @@ impl BridgeDb {
             client,
             name: name.to_string(),
             uuid: Arc::new(std::sync::Mutex::new(uuid)),
+            fail_mode,
         })
     }
 
@@ -312,6 +335,7 @@ impl BridgeDb {
             client,
             name: name.to_string(),
             uuid: Arc::new(std::sync::Mutex::new(found.uuid)),
+            fail_mode: STANDALONE,
         }))
     }
 
@@ -352,7 +376,8 @@ impl BridgeDb {
         if self.is_current() {
             return Ok(false);
         }
-        let fresh = BridgeDb::ensure(self.client.clone(), &self.name, datapath_type)?;
+        let fresh =
+            BridgeDb::ensure_with(self.client.clone(), &self.name, datapath_type, self.fail_mode)?;
         *self.uuid.lock().unwrap_or_else(|e| e.into_inner()) = fresh.uuid();
         Ok(true)
     }
@@ -570,6 +595,23 @@ impl BridgeDb {
             value,
         )])?;
         Ok(())
+    }
+
+    /// The bridge's `fail_mode` (`None`: unset, which OVS treats as standalone).
+    pub fn fail_mode(&self) -> Result<Option<String>, OvsdbError> {
+        let r = self.client.transact(&[Op::Select {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(&self.uuid())],
+            columns: Some(vec!["fail_mode".into()]),
+        }])?;
+        Ok(r.first()
+            .and_then(|r| r.rows.first())
+            .and_then(|row| row.get("fail_mode"))
+            .and_then(|d| {
+                d.atoms()
+                    .first()
+                    .and_then(|a| a.as_str().map(str::to_string))
+            }))
     }
 
     /// Set (`Some`) or remove (`None`) one of the bridge's external_ids.

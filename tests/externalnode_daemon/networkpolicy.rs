@@ -156,6 +156,14 @@ struct Bed {
     _api: common::relay::ApiInNetns,
     d: Option<Daemon>,
     servers: Vec<Child>,
+    /// `tether run`'s source arguments, for restarts.
+    args: Vec<String>,
+}
+
+impl Bed {
+    fn args(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
 }
 
 /// The VM attached by a daemon that watches the controlplane; iperf3 servers on the VM
@@ -214,13 +222,17 @@ fn bed() -> Bed {
         _api: api,
         d: Some(d),
         servers,
+        args: args.iter().map(|a| a.to_string()).collect(),
     }
 }
 
 impl Drop for Bed {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("tether log:\n{}", log_tail(&self.sb));
+            eprintln!(
+                "tether log:\n{}",
+                std::fs::read_to_string(self.sb.path("tether.log")).unwrap_or_default()
+            );
             if let Ok(flows) = self.sb.try_dump_flows("br-int", None) {
                 eprintln!("flows:\n{}", flows.join("\n"));
             }
@@ -487,4 +499,145 @@ fn except_baseline_and_pass_on_real_packets() {
     eventually("Pass alone lets through", BLOCKED, || {
         ping_works(peer, "192.0.2.1", VM4)
     });
+}
+
+/// A TCP connection attempt to `host:5201` every 100 ms for `secs` seconds (each attempt
+/// given 100 ms), from the peer; prints `attempts connected` at the end.
+const CONNECT_LOOP: &str = "import socket,sys,time
+host,bind,secs=sys.argv[1],sys.argv[2],float(sys.argv[3])
+fam=socket.AF_INET6 if ':' in host else socket.AF_INET
+end=time.time()+secs; n=0; ok=0
+while time.time()<end:
+    n+=1
+    s=socket.socket(fam); s.settimeout(0.1); s.bind((bind,0))
+    try:
+        s.connect((host,5201)); ok+=1
+    except OSError:
+        pass
+    s.close(); time.sleep(0.1)
+print(n, ok)";
+
+/// Lines of the daemons' shared log containing `needle`.
+fn log_count(sb: &Sandbox, needle: &str) -> usize {
+    std::fs::read_to_string(sb.path("tether.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+/// Start the loop for `secs`; `finish` waits and returns (attempts, connected).
+fn connect_loop(peer: &Netns, bind: &str, host: &str, secs: u32) -> Child {
+    peer.command(&["python3", "-c", CONNECT_LOOP, host, bind, &secs.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(c: Child) -> (u64, u64) {
+    let o = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut it = text.split_whitespace().map(|w| w.parse::<u64>().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+/// A Drop policy and a connection attempt every 100 ms while tether is killed (-9) and
+/// restarted, twice (once with the controlplane refusing every watch: the previous run's
+/// policy flows are carried over and stay), and while ovs-vswitchd is killed and started
+/// again: not one attempt connects. The first attempts after each disruption prove the
+/// loop ran throughout.
+#[test]
+fn no_moment_without_policy_across_restarts() {
+    if !privileged("no_moment_without_policy_across_restarts") {
+        return;
+    }
+    let mut b = bed();
+    let tcp = json!([{"protocol": "TCP", "port": 5201}]);
+    eventually("before", BLOCKED, || iperf_works(&b.peer, "192.0.2.1", VM4));
+    b.srv.cp_add_policy(
+        &np(
+            "np-drop",
+            1,
+            "drop-all-5201",
+            250,
+            json!([rule("In", json!({}), tcp, "Drop", 0)]),
+        ),
+        &[NODE],
+    );
+    wait_realized(&b.srv, "np-drop", 1);
+    eventually("blocked", BLOCKED, || {
+        iperf_blocked(&b.peer, "192.0.2.1", VM4)
+    });
+
+    // kill -9 and restart tether.
+    let l = connect_loop(&b.peer, "192.0.2.1", VM4, 12);
+    let reported = log_count(&b.sb, "np-drop: realized generation 1, reported");
+    drop(b.d.take());
+    std::thread::sleep(Duration::from_secs(1));
+    b.d = Some(Daemon::start(&b.sb, &b.args(), None));
+    wait_for(
+        common::patience(Duration::from_secs(20)),
+        "restart: reported",
+        || (log_count(&b.sb, "np-drop: realized generation 1, reported") > reported).then_some(()),
+    );
+    let (n, ok) = finish(l);
+    assert!(n >= 20, "the loop ran: {n} attempts");
+    assert_eq!(
+        ok, 0,
+        "{ok} of {n} attempts connected across a kill -9 and restart"
+    );
+
+    // The same with the controlplane unreachable at start: the carried flows hold.
+    for r in ["networkpolicies", "appliedtogroups", "addressgroups"] {
+        b.srv.cp_hold(r, true);
+    }
+    let l = connect_loop(&b.peer, "192.0.2.1", VM4, 12);
+    let kept = log_count(&b.sb, "until the controlplane has synced");
+    let synced = log_count(&b.sb, "first full sync done");
+    drop(b.d.take());
+    b.d = Some(Daemon::start(&b.sb, &b.args(), None));
+    wait_for(
+        common::patience(Duration::from_secs(20)),
+        "restart without controlplane: flows carried over, first full sync done",
+        || {
+            (log_count(&b.sb, "until the controlplane has synced") > kept
+                && log_count(&b.sb, "first full sync done") > synced)
+                .then_some(())
+        },
+    );
+    let (n, ok) = finish(l);
+    assert!(n >= 20, "the loop ran: {n} attempts");
+    assert_eq!(
+        ok, 0,
+        "{ok} of {n} attempts connected with the controlplane unreachable"
+    );
+    for r in ["networkpolicies", "appliedtogroups", "addressgroups"] {
+        b.srv.cp_hold(r, false);
+    }
+    eventually(
+        "still blocked once the controlplane is back",
+        BLOCKED,
+        || iperf_blocked(&b.peer, "192.0.2.1", VM4),
+    );
+
+    // ovs-vswitchd killed and started again.
+    let l = connect_loop(&b.peer, "192.0.2.1", VM4, 12);
+    std::thread::sleep(Duration::from_secs(1));
+    b.sb.kill9("ovs-vswitchd");
+    b.sb.start_vswitchd();
+    let (n, ok) = finish(l);
+    assert!(n >= 20, "the loop ran: {n} attempts");
+    assert_eq!(
+        ok, 0,
+        "{ok} of {n} attempts connected across an ovs-vswitchd restart"
+    );
+    eventually(
+        "after the OVS restart: pings pass, TCP 5201 blocked",
+        BLOCKED,
+        || {
+            let (pings, p) = ping_works(&b.peer, "192.0.2.1", VM4);
+            let (blocked, i) = iperf_blocked(&b.peer, "192.0.2.1", VM4);
+            (pings && blocked, format!("{p}\n{i}"))
+        },
+    );
 }

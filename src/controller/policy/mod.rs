@@ -10,8 +10,10 @@
 //!   flows, one owner per rule) goes in one [`Flows::apply_many`], so the switch never holds
 //!   half a policy; flows that go away are removed in that same bundle;
 //! - a sync that fails is retried with backoff, and the flows installed before it stay;
-//! - the flows follow the pair's ofports (read from the ExternalNode controller): when the
-//!   VM is not attached there is nothing to protect and the policy flows are removed.
+//! - the flows follow the pair's ofports (read from the ExternalNode controller). While
+//!   they are not known (before the ExternalNode's first sync, during a takeover or a
+//!   repair) nothing changes: the flows carried over from the previous run, or the last
+//!   ones built, stay, and they match only the pair's ports.
 //!
 //! It runs on its own thread (`np-controller`), woken by the source's updates and by a
 //! tick that notices port changes, resyncs and reports still due.
@@ -151,7 +153,14 @@ impl PolicyController {
         if !state.synced() {
             return Ok(());
         }
-        let compiled = match ports {
+        let Some(ports) = ports else {
+            // The pair is not known right now: the ExternalNode's first sync has not run
+            // yet (every start: the flows carried over from the previous run must stay),
+            // a takeover or restore is in flight, or a port is missing and being repaired.
+            // The flows on the switch stay as they are; they match only the pair's ports.
+            return Ok(());
+        };
+        let compiled = match Some(ports) {
             Some(p) => match inner.compiler.compile(&state, p) {
                 Ok(c) => Some(c),
                 // Nothing changed in the compiler: the flows on the switch stay.
@@ -201,7 +210,7 @@ impl PolicyController {
             return Err(why);
         }
         inner.installed = wanted;
-        inner.built_for = ports;
+        inner.built_for = Some(ports);
         inner.status.last_error = None;
         inner.status.flows = flow_count;
         inner.status.policies = views;
