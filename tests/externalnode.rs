@@ -17,10 +17,10 @@
 //! sync (docs/design.md#rounds-and-flow-replacement-at-restart). `TETHER_CRASH_AT` makes an
 //! agent abort at a step — a `kill -9` there.
 //!
-//! Harness-only: after a takeover the uplink is kept away from the kernel stack with
-//! sysctls (docs/datapath.md#8-test-harness: the netdev datapath does not steal frames, so
-//! the kernel would answer too and pings would show DUPs); they follow the device through
-//! renames, so they are reset before the NIC is given back.
+//! Some tests still keep the uplink away from the kernel stack with the harness's own
+//! sysctls after a takeover (`neutralise_uplink`); tether does that itself now on the
+//! netdev datapath (docs/datapath.md#12-netdev-an-af_packet-socket-and-nothing-is-stolen),
+//! and `sidedoor.rs` shows it without them.
 //!
 //! `agent_process` stays here, at the crate root: the parent re-runs this binary with
 //! `--exact agent_process`. The agent itself is in `externalnode/agent.rs`, the tests by
@@ -38,6 +38,8 @@ mod faulty;
 mod recovery;
 #[path = "externalnode/routes.rs"]
 mod routes;
+#[path = "externalnode/sidedoor.rs"]
+mod sidedoor;
 #[path = "externalnode/takeover.rs"]
 mod takeover;
 

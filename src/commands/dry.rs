@@ -367,6 +367,10 @@ impl<L: Links> Links for DryLinks<L> {
         Ok(())
     }
 
+    fn sysctl_all(&self, key: DevSysctl) -> Result<Option<String>, LinkError> {
+        self.real.sysctl_all(key)
+    }
+
     fn pause(&self, _: Duration) {}
 
     fn link_holding(&self, ip: IpAddr) -> Result<Option<Link>, LinkError> {

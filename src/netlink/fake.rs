@@ -51,6 +51,8 @@ struct State {
     /// new link starts with.
     sysctls: BTreeMap<(u32, DevSysctl), String>,
     defaults: BTreeMap<DevSysctl, String>,
+    /// The namespace-wide `all` values (read only through [`Links`]).
+    all: BTreeMap<DevSysctl, String>,
 }
 
 /// See the module doc. Cheap to create; all methods take `&self`.
@@ -96,6 +98,11 @@ impl FakeLinks {
     /// with [`FakeLinks::put_sysctl`].
     pub fn set_default_sysctl(&self, key: DevSysctl, value: &str) {
         self.lock().defaults.insert(key, value.to_string());
+    }
+
+    /// The namespace-wide `all` value of `key` ([`Links::sysctl_all`]); absent until set.
+    pub fn set_all_sysctl(&self, key: DevSysctl, value: &str) {
+        self.lock().all.insert(key, value.to_string());
     }
 
     /// Set a link's sysctl directly (not recorded).
@@ -430,6 +437,10 @@ impl Links for FakeLinks {
         }
         s.sysctls.insert((index, key), value.to_string());
         Ok(())
+    }
+
+    fn sysctl_all(&self, key: DevSysctl) -> Result<Option<String>, LinkError> {
+        Ok(self.lock().all.get(&key).cloned())
     }
 
     fn pause(&self, d: Duration) {

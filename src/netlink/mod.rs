@@ -57,8 +57,8 @@ use std::time::Duration;
 pub use fake::{Call, FakeLinks};
 pub use moving::{
     Applied, ApplyError, LinkChange, LinkStep, MovePlan, NicConfig, StepError, TENTATIVE_RETRIES,
-    TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move, plan_sysctls,
-    plan_uplink_ipv6_off, read_sysctls,
+    TENTATIVE_RETRY_INTERVAL, apply, apply_best_effort, capture, plan_move, plan_sysctl_values,
+    plan_sysctls, read_sysctls,
 };
 pub use naming::{IFNAME_MAX, UPLINK_SUFFIX, uplink_name, valid_ifname};
 pub use rtnl::Rtnl;
@@ -273,6 +273,10 @@ pub trait Links {
     fn sysctl(&self, dev: &str, key: DevSysctl) -> Result<Option<String>, LinkError>;
     /// Set a per-device sysctl of the link called `dev`.
     fn set_sysctl(&self, dev: &str, key: DevSysctl, value: &str) -> Result<(), LinkError>;
+    /// The namespace-wide (`all`) value of `key`, which the kernel combines with a
+    /// device's own for some keys ([`DevSysctl::all_path`]); None when the kernel has no
+    /// such file. Read only: tether changes no global setting.
+    fn sysctl_all(&self, key: DevSysctl) -> Result<Option<String>, LinkError>;
 
     /// Wait between retries. The only source of delay here, so a fake can record it
     /// instead of sleeping.

@@ -143,29 +143,31 @@ pub fn plan_sysctls(cfg: &NicConfig, to: &Link, current: &[(DevSysctl, String)])
     MovePlan { steps }
 }
 
-/// The step that turns IPv6 off on the uplink while the datapath holds it, if it is on.
-/// The NIC keeps the kernel's own link-local address and routes through the rename; its
-/// MAC is the host port's, so the two would own the same fe80:: address, and the kernel
-/// still sends from the uplink (router and neighbour solicitations, MLD reports) while
-/// the datapath takes everything it receives. The NIC's own value is in the takeover
-/// record and goes back with it (`plan_sysctls` on the way back).
-pub fn plan_uplink_ipv6_off(uplink: &Link, current: &[(DevSysctl, String)]) -> MovePlan {
-    let key = DevSysctl::Ipv6DisableIpv6;
-    let steps = current
+/// Steps giving `link` the values `want` (in that order) where its `current` ones differ;
+/// a key the link does not have is skipped (the kernel lacks it: nothing to change). The
+/// uplink's settings while the datapath holds it are such a list
+/// (`controller::externalnode::uplink`); each step records the value it replaces, so a
+/// rollback puts that back.
+pub fn plan_sysctl_values(
+    link: &Link,
+    want: &[(DevSysctl, &str)],
+    current: &[(DevSysctl, String)],
+) -> MovePlan {
+    let steps = want
         .iter()
-        .find(|(k, _)| *k == key)
-        .filter(|(_, was)| was != "1")
-        .map(|(_, was)| {
-            LinkStep::new(
-                uplink,
-                LinkChange::SetSysctl {
-                    key,
-                    value: "1".into(),
-                    was: was.clone(),
-                },
-            )
+        .filter_map(|(key, value)| {
+            let (_, was) = current.iter().find(|(k, _)| k == key)?;
+            (was != value).then(|| {
+                LinkStep::new(
+                    link,
+                    LinkChange::SetSysctl {
+                        key: *key,
+                        value: (*value).to_string(),
+                        was: was.clone(),
+                    },
+                )
+            })
         })
-        .into_iter()
         .collect();
     MovePlan { steps }
 }

@@ -386,6 +386,10 @@ impl Links for Rtnl {
     fn set_sysctl(&self, dev: &str, key: super::DevSysctl, value: &str) -> Result<(), LinkError> {
         super::sysctl::write(dev, key, value)
     }
+
+    fn sysctl_all(&self, key: super::DevSysctl) -> Result<Option<String>, LinkError> {
+        super::sysctl::read_all(key)
+    }
 }
 
 /// The link a route is about, for messages: its output link or its first nexthop's.

@@ -2,9 +2,12 @@
 //! (`net.ipv{4,6}.conf.<dev>.<key>`). A new device — the host internal port — starts with
 //! the namespace's `default` values, not the NIC's: on a hardened image with
 //! `net.ipv6.conf.default.disable_ipv6=1` the NIC's IPv6 address cannot be added to it
-//! (EACCES, `ipv6_add_addr` in net/ipv6/addrconf.c; Antrea #5409). Owns the key list, the
-//! `/proc/sys` paths and the one real reader/writer; netlink itself has no way to set
-//! IPv6 device configuration, so these are files.
+//! (EACCES, `ipv6_add_addr` in net/ipv6/addrconf.c; Antrea #5409). The same keys keep the
+//! kernel stack off the uplink while the datapath holds it (`controller::externalnode::
+//! uplink`). Owns the key list, the `/proc/sys` paths and the one real reader/writer;
+//! netlink itself has no way to set IPv6 device configuration, so these are files. The
+//! namespace-wide `all` values are only ever read ([`read_all`]): tether changes no global
+//! setting.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -95,6 +98,20 @@ impl DevSysctl {
     }
 }
 
+impl DevSysctl {
+    /// `/proc/sys/net/<family>/conf/all/<key>`: the namespace-wide value. For some keys
+    /// the kernel uses the larger of it and the device's own (`IN_DEV_MAXCONF` in
+    /// include/linux/inetdevice.h: `rp_filter`, `arp_ignore`), so a device's value alone
+    /// does not say what the kernel does.
+    pub fn all_path(self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/sys/net/{}/conf/all/{}",
+            self.family(),
+            self.key()
+        ))
+    }
+}
+
 impl fmt::Display for DevSysctl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "net.{}.conf.*.{}", self.family(), self.key())
@@ -104,12 +121,20 @@ impl fmt::Display for DevSysctl {
 /// The value of `key` for `dev` from `/proc/sys`; None when the file does not exist (IPv6
 /// off in the kernel, or a key this kernel lacks).
 pub fn read(dev: &str, key: DevSysctl) -> Result<Option<String>, LinkError> {
-    let path = key.path(dev)?;
-    match std::fs::read_to_string(&path) {
+    read_file(&key.path(dev)?)
+}
+
+fn read_file(path: &std::path::Path) -> Result<Option<String>, LinkError> {
+    match std::fs::read_to_string(path) {
         Ok(s) => Ok(Some(s.trim().to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error(&path, "read", &e)),
+        Err(e) => Err(io_error(path, "read", &e)),
     }
+}
+
+/// The namespace-wide (`all`) value of `key`; None when the kernel has no such file.
+pub fn read_all(key: DevSysctl) -> Result<Option<String>, LinkError> {
+    read_file(&key.all_path())
 }
 
 /// Write `value` to `key` of `dev`.
@@ -157,6 +182,10 @@ mod tests {
         assert_eq!(
             DevSysctl::Ipv6AcceptRa.path("eth0.10").unwrap(),
             PathBuf::from("/proc/sys/net/ipv6/conf/eth0.10/accept_ra")
+        );
+        assert_eq!(
+            DevSysctl::Ipv4RpFilter.all_path(),
+            PathBuf::from("/proc/sys/net/ipv4/conf/all/rp_filter")
         );
         for bad in ["", "..", ".", "a/b", "all", "default", "sixteen-bytes-xx"] {
             assert!(DevSysctl::Ipv4RpFilter.path(bad).is_err(), "{bad:?}");

@@ -122,6 +122,10 @@ pub struct EnRow {
     /// Attached but cut off as the ports are now: why (checked when status is asked).
     #[serde(default)]
     pub cut_off: Option<String>,
+    /// Attached, and the uplink's kernel stack still takes traffic for the VM past OVS:
+    /// why, naming the sysctls (as of the last sync).
+    #[serde(default)]
+    pub side_door: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]

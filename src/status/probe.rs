@@ -166,6 +166,7 @@ impl Probe {
                 repairs: e.repairs,
                 last_repair: e.last_repair,
                 cut_off: e.cut_off,
+                side_door: e.side_door,
             },
             metrics,
             network_policy: self

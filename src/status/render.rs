@@ -193,6 +193,9 @@ pub fn human(s: &Snapshot) -> String {
             ],
         ],
     );
+    if let Some(d) = &e.side_door {
+        let _ = writeln!(o, "UPLINK SIDE DOOR OPEN: {}", printable(d));
+    }
     if let Some(np) = &s.network_policy {
         human_policy(&mut o, np);
     }
@@ -436,6 +439,13 @@ pub fn prometheus(s: &Snapshot) -> String {
         "1 once the kind's first list is in.",
         &per_kind(&|w| b(w.synced)),
     );
+    metric(
+        &mut o,
+        "tether_externalnode_side_door",
+        "gauge",
+        "1 while the attached uplink's kernel stack takes traffic for the VM past OVS (userspace datapath; tether status says why).",
+        &one(b(s.external_node.side_door.is_some())),
+    );
     let tc_errors = s
         .traffic_controls
         .iter()
@@ -549,6 +559,9 @@ pub fn summary(s: &Snapshot) -> String {
         match (&s.external_node.cut_off, s.external_node.step.as_str()) {
             (Some(why), _) => format!("CUT OFF ({why})"),
             (None, "") => "waiting".to_string(),
+            (None, step) if s.external_node.side_door.is_some() => {
+                format!("{step} (UPLINK SIDE DOOR OPEN)")
+            }
             (None, step) => step.to_string(),
         },
         conn(&s.ovsdb),

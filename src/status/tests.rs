@@ -73,6 +73,7 @@ fn sample() -> Snapshot {
             repairs: 0,
             last_repair: None,
             cut_off: None,
+            side_door: None,
         },
         metrics,
         network_policy: None,
@@ -115,6 +116,7 @@ fn prometheus_text() {
         "tether_watch_events_total{kind=\"Pod\"} 2",
         "tether_trafficcontrols{state=\"all\"} 1",
         "tether_ready 1",
+        "tether_externalnode_side_door 0",
     ] {
         assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
     }
@@ -396,6 +398,31 @@ fn unverified_flows_are_said_so() {
         ),
         "{}",
         super::render::human(&s)
+    );
+}
+
+/// An uplink whose kernel stack takes the VM's traffic past OVS is said so in STATUS=,
+/// in `tether status` with the reason, and in the metrics.
+#[test]
+fn an_open_side_door_is_said_so() {
+    let mut s = sample();
+    s.external_node.side_door =
+        Some("eth1~ holds IPv4 address 203.0.113.99/24 and net.ipv4.conf.all.rp_filter=2".into());
+    assert_eq!(
+        super::render::summary(&s),
+        "ready: 1 TrafficControls, 12 flows, ExternalNode attached (UPLINK SIDE DOOR OPEN); ovsdb connected, openflow DISCONNECTED"
+    );
+    let h = super::render::human(&s);
+    assert!(
+        h.ends_with(
+            "\nUPLINK SIDE DOOR OPEN: eth1~ holds IPv4 address 203.0.113.99/24 and net.ipv4.conf.all.rp_filter=2\n"
+        ),
+        "{h}"
+    );
+    let t = prometheus(&s);
+    assert!(
+        t.lines().any(|l| l == "tether_externalnode_side_door 1"),
+        "{t}"
     );
 }
 

@@ -190,6 +190,9 @@ impl<L: Links> Links for FaultyLinks<L> {
     fn set_sysctl(&self, dev: &str, key: DevSysctl, value: &str) -> Result<(), LinkError> {
         self.inner.set_sysctl(dev, key, value)
     }
+    fn sysctl_all(&self, key: DevSysctl) -> Result<Option<String>, LinkError> {
+        self.inner.sysctl_all(key)
+    }
     fn link_holding(&self, ip: IpAddr) -> Result<Option<Link>, LinkError> {
         self.inner.link_holding(ip)
     }

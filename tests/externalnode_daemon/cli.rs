@@ -243,6 +243,12 @@ fn plan_previews_the_takeover_and_changes_nothing() {
         en.iter().any(|l| l.contains("default via 2001:db8:1::1")),
         "{out}"
     );
+    let held = if common::kernel_datapath() {
+        "    while attached: net.ipv6.conf.eth1~.disable_ipv6=1 (the NIC's own values come back with it)"
+    } else {
+        "    while attached: net.ipv6.conf.eth1~.disable_ipv6=1, net.ipv4.conf.eth1~.rp_filter=1, net.ipv4.conf.eth1~.arp_ignore=8 (the NIC's own values come back with it)"
+    };
+    assert!(en.contains(&held), "{out}");
     assert!(
         out.starts_with(
             "ports:\n  create port eth1 (type internal)\n  create port eth1~ (type system)\n"

@@ -97,9 +97,11 @@ pub fn assert_restored(ns: &Netns, dev: &str, before: &Value) {
     assert_eq!(&now, before, "{dev} not restored exactly");
 }
 
-/// Keep the kernel's IPv4 stack off the uplink (harness only; module doc), or undo that.
-/// Only on the netdev datapath: the kernel one takes the uplink's frames itself. IPv6 is
-/// tether's own doing (it turns it off on the uplink while it holds it).
+/// Keep the kernel's IPv4 stack off the uplink, or set its values to 0. Redundant: tether
+/// sets `arp_ignore=8`, `rp_filter=1` (and `disable_ipv6=1`) on the uplink itself while it
+/// holds it on the netdev datapath, and gives the NIC its own values back whatever the
+/// uplink then has (`tests/externalnode/sidedoor.rs` never calls this). Kept for the tests
+/// that do. Only on the netdev datapath: the kernel one takes the uplink's frames itself.
 pub fn neutralise_uplink(vm: &Netns, uplink: &str, on: bool) {
     if crate::common::kernel_datapath() {
         return;

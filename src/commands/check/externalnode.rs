@@ -19,6 +19,7 @@ pub(super) fn check_external_node(
     // it prints them; each is a few lines, and they share what the earlier ones found.
     use crate::controller::externalnode::EnError;
     use crate::controller::externalnode::plan::{Attach, Wanted};
+    use crate::controller::externalnode::uplink::UplinkFacts;
     use preflight::{gather, host::RealHost};
     let key = format!("{}/{}", en.metadata.namespace, en.metadata.name);
     let what = "externalnode";
@@ -98,6 +99,12 @@ pub(super) fn check_external_node(
                 ),
             ));
             out.extend(leftovers);
+            let facts = UplinkFacts::read(links, &p.uplink).ok();
+            out.extend(preflight::nic::side_door(
+                &p.uplink,
+                &cfg.datapath_type,
+                facts.as_ref(),
+            ));
             out.push(ok(
                 "network",
                 format!(

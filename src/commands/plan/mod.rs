@@ -19,7 +19,7 @@ use super::dry::{self, DryBridge, DryFlows, DryLinks, PortChange, Recorder};
 use super::{CmdError, load_config};
 use crate::config::Config;
 use crate::controller::externalnode::plan::Attach;
-use crate::controller::externalnode::{EnError, EnPreview, nic_owner};
+use crate::controller::externalnode::{EnError, EnPreview, nic_owner, uplink};
 use crate::controller::trafficcontrol::ports::port_name;
 use crate::controller::trafficcontrol::{TcController, object_id};
 use crate::controller::{Bridge, Flows, l2::L2Controller};
@@ -283,7 +283,7 @@ pub fn compute(cfg: &Config) -> Result<Pending, CmdError> {
         Owner::new(Category::EXTERNAL_NODE, 0),
         bypass_flows(&cfg.policy_bypass_rules),
     );
-    externalnode_steps(&en.preview(), &ports, &rec, &mut plan);
+    externalnode_steps(&en.preview(), &cfg.datapath_type, &ports, &rec, &mut plan);
 
     let label = labeller(&stores, &ports);
     let (add, delete) = diff_flows(&rec.desired_flows(), &current, &label);
@@ -296,8 +296,15 @@ pub fn compute(cfg: &Config) -> Result<Pending, CmdError> {
 }
 
 /// The ExternalNode's part, rendered from its controller's own decision: steps (with the
-/// configuration that would move), its ports and its pair flows recorded in `rec`.
-fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Recorder, plan: &mut Pending) {
+/// configuration that would move, and the uplink's values while attached), its ports and
+/// its pair flows recorded in `rec`.
+fn externalnode_steps(
+    p: &EnPreview,
+    datapath_type: &str,
+    ports: &[PortData],
+    rec: &Recorder,
+    plan: &mut Pending,
+) {
     let steps = &mut plan.externalnode;
     if let Some(r) = &p.recorded {
         steps.push(format!("finish or roll back the recorded step first: {r}"));
@@ -354,6 +361,10 @@ fn externalnode_steps(p: &EnPreview, ports: &[PortData], rec: &Recorder, plan: &
                 "{why}: rename {nic} to {uplink}, create its ports, move its configuration to the host port {nic}:"
             ));
             steps.extend(config(nic));
+            steps.push(format!(
+                "  while attached: {} (the NIC's own values come back with it)",
+                uplink::describe(&uplink, datapath_type)
+            ));
             let host = rec.create(nic, "internal", BTreeMap::new());
             let up = rec.create(&uplink, "system", BTreeMap::new());
             rec.set_flows(nic_owner(nic), uplink_pair_flows(host, up));

@@ -4,7 +4,8 @@
 //! snapshot a sync decides from and carrying out `plan::decide`'s plan (`reconcile`); in
 //! `steps` the takeover and its undoing, in `recover` the step record, in `orphans` NICs
 //! given back after OVS lost their host port, in `held` the configuration kept while
-//! attached, in `settle` the waits and the identity check, in `preview` the plan shown.
+//! attached, in `settle` the waits and the identity check, in `door` the uplink's held
+//! values and the side door status reports, in `preview` the plan shown.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -12,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha1::{Digest, Sha1};
 
+mod door;
 mod held;
 mod orphans;
 mod preview;
@@ -29,13 +31,14 @@ use super::record::{Hint, Phase, RECORD_KEY, Record, Step};
 #[cfg(feature = "test-hooks")]
 use super::types::CRASH_ENV;
 use super::types::{EnConfig, EnError, EnStatus, external_entity_name, host_external_ids};
+use super::uplink;
 use super::verdict::{self, OvsPort};
 use crate::controller::interfaces::{Interface, Role};
 use crate::controller::{Bridge, Datapath, Flows, HostNetwork, NoHostNetwork};
 use crate::k8s::{ExternalNode, Stores};
 use crate::netlink::{
     Link, LinkError, Links, apply, apply_best_effort, capture, plan_move, plan_sysctls,
-    plan_uplink_ipv6_off, read_sysctls, uplink_name,
+    read_sysctls, uplink_name,
 };
 use crate::openflow::{Category, Owner};
 use crate::ovsdb::{OvsdbError, PortKind, PortSpec, Uuid};
@@ -273,6 +276,7 @@ impl EnController {
     fn refresh_status(&self) {
         let attached = self.attached();
         let ifs = self.bridge.interfaces();
+        let door = attached.first().and_then(|a| self.side_door_now(a));
         let mut st = lock(&self.status);
         st.bypass_flows = bypass_flows(&self.cfg.bypass_rules).len();
         match attached.first() {
@@ -289,6 +293,8 @@ impl EnController {
                     .map(|s| s.split(',').map(str::to_string).collect())
                     .unwrap_or_default();
                 st.identity = Some(self.identity_now(a));
+                Self::log_side_door(&a.uplink, st.side_door.as_ref(), door.as_ref());
+                st.side_door = door;
             }
             None => {
                 *st = EnStatus {
@@ -535,7 +541,7 @@ impl EnController {
     }
 
     /// A NIC that stays attached: its new labels (if any), the network manager told, its
-    /// held configuration kept, IPv6 off on the uplink, its flows.
+    /// held configuration kept, the uplink's held values (`uplink`), its flows.
     fn ensure_attached(
         &self,
         a: &Attached,
@@ -556,32 +562,8 @@ impl EnController {
             log::warn!("externalnode nic={}: {e}", a.nic);
         }
         self.keep_held(&a.nic)?;
-        self.uplink_ipv6_off(&a.uplink);
+        self.hold_uplink(&a.uplink);
         self.install_pair(&a.nic, &a.uplink)
-    }
-
-    /// IPv6 off on an attached uplink, as a takeover leaves it (`plan_uplink_ipv6_off`): a
-    /// NIC taken over by an older tether, or by Antrea's agent, still has it on. Not
-    /// fatal: the VM is reachable either way.
-    fn uplink_ipv6_off(&self, uplink: &str) {
-        let links = self.links.as_ref();
-        let Ok(link) = links.link_by_name(uplink) else {
-            return;
-        };
-        let plan = match read_sysctls(links, uplink) {
-            Ok(now) => plan_uplink_ipv6_off(&link, &now),
-            Err(e) => {
-                log::warn!("externalnode cannot read the sysctls of uplink {uplink}: {e}");
-                return;
-            }
-        };
-        if plan.steps.is_empty() {
-            return;
-        }
-        match apply(links, &plan) {
-            Ok(_) => log::info!("externalnode uplink {uplink}: IPv6 turned off while attached"),
-            Err(e) => log::warn!("externalnode uplink {uplink}: cannot turn IPv6 off: {e}"),
-        }
     }
 
     fn install_pair(&self, nic: &str, uplink: &str) -> Result<(), EnError> {

@@ -4,8 +4,9 @@
 //! Owns: finding the NIC that holds `spec.interfaces[0].ips` and judging whether it may be
 //! taken over at all (`verdict`: loopback, the bridge, other OVS ports, bond slaves and
 //! tunnels are refused before any link is touched), the takeover (capture →
-//! rename to the uplink name → uplink + host ports → move sysctls, addresses and routes →
-//! check the host port's identity (`identity`) → uplink flows), re-labelling, moving to another NIC, the exact restore, policy-bypass flows, and
+//! rename to the uplink name → uplink + host ports → move sysctls, addresses and routes,
+//! keep the kernel stack off the uplink (`uplink`) → check the host port's identity
+//! (`identity`) → uplink flows), re-labelling, moving to another NIC, the exact restore, policy-bypass flows, and
 //! the step record that makes all of it crash-safe (`record`). Does not own: the sockets
 //! (it programs through [`Bridge`], [`Flows`], [`Links`] and [`Datapath`]), the watch
 //! (the stores), or when to sync (the daemon's work queue: one key, level-triggered).
@@ -44,6 +45,7 @@ pub mod identity;
 pub mod plan;
 pub mod record;
 mod types;
+pub mod uplink;
 pub mod verdict;
 
 pub use crate::pipeline::externalnode::{

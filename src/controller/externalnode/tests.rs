@@ -315,6 +315,7 @@ mod refusals;
 mod restart;
 mod restore;
 mod rollback;
+mod sidedoor;
 mod sysctls;
 mod takeover;
 mod udev;

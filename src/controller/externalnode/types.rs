@@ -253,6 +253,9 @@ pub struct EnStatus {
     /// an ofport): why. Read live from OVSDB's replica when status is asked, not at the
     /// last sync.
     pub cut_off: Option<String>,
+    /// Attached, and the kernel stack on the uplink still takes traffic for the VM past
+    /// OVS (`uplink::side_door`): why, naming the sysctls. As of the last sync.
+    pub side_door: Option<String>,
 }
 
 /// The ExternalEntity name exactly as Antrea derives it (`GenExternalEntityName`,

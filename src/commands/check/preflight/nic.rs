@@ -1,10 +1,13 @@
 //! The ExternalNode NIC's verdicts for `tether check`, beyond `externalnode::verdict`
-//! (which `tether run` shares): what keeps OVS from attaching it ("uplink"), what an
-//! earlier takeover left behind ("leftovers"), who configures it ("network") and whether
-//! addresses that expire keep being renewed after the takeover ("lifetimes"). Pure: plain
-//! facts in, findings out.
+//! (which `tether run` shares): what keeps OVS from attaching it ("uplink"), whether the
+//! uplink of an attached NIC is a side door around OVS ("uplink", the verdict `tether run`
+//! reports in status: `externalnode::uplink::side_door`), what an earlier takeover left
+//! behind ("leftovers"), who configures it ("network") and whether addresses that expire
+//! keep being renewed after the takeover ("lifetimes"). Pure: plain facts in, findings
+//! out.
 
 use crate::commands::check::finding::{Finding, Level, bad, ok};
+use crate::controller::externalnode::uplink::UplinkFacts;
 use crate::hostnet::Manager;
 use crate::netlink::{Addr, is_link_local, uplink_name};
 
@@ -88,6 +91,51 @@ pub fn uplink(
         ));
     }
     out
+}
+
+/// An attached NIC's uplink on the userspace datapath: whether its kernel stack still
+/// takes traffic for the VM past OVS. None on the kernel datapath (its vport takes every
+/// frame) or when the uplink could not be read (`facts`).
+pub fn side_door(
+    uplink: &str,
+    datapath_type: &str,
+    facts: Option<&UplinkFacts>,
+) -> Option<Finding> {
+    const WHAT: &str = "uplink";
+    if !crate::controller::externalnode::uplink::tapped(datapath_type) {
+        return None;
+    }
+    let Some(f) = facts else {
+        return Some(bad(
+            Level::Warn,
+            WHAT,
+            format!(
+                "cannot read {uplink}'s sysctls and addresses: whether its kernel stack takes traffic past OVS is unknown"
+            ),
+            "run tether check as root",
+        ));
+    };
+    Some(
+        match crate::controller::externalnode::uplink::side_door(uplink, datapath_type, f) {
+            Some(why) => bad(
+                Level::Warn,
+                WHAT,
+                why,
+                crate::controller::externalnode::uplink::side_door_fix(uplink),
+            ),
+            None => {
+                let (dev, all) = f.rp_filter();
+                ok(
+                    WHAT,
+                    format!(
+                        "{uplink}'s kernel stack takes nothing for the VM past OVS (userspace datapath): \
+                     no IPv4 address, net.ipv4.conf.{uplink}.rp_filter={dev} with \
+                     net.ipv4.conf.all.rp_filter={all}, IPv6 off"
+                    ),
+                )
+            }
+        },
+    )
 }
 
 /// What OVSDB and the kernel show of an earlier takeover of the NIC.

@@ -104,10 +104,12 @@ impl EnController {
         let mut config = capture(links, nic_link.index)
             .map_err(link_err(format!("capture {}", nic_link.name)))?;
         // The host port holds what was moved already; the NIC what was not.
+        let mut own_sysctls = None;
         match links.link_by_name(&nic) {
             Ok(host) if host.index != nic_link.index => {
                 let on_host =
                     capture(links, host.index).map_err(link_err(format!("capture {nic}")))?;
+                own_sysctls = Some(on_host.sysctls);
                 config.mtu = on_host.mtu;
                 for a in on_host.addrs {
                     if !config.addrs.iter().any(|b| b.local == a.local) {
@@ -125,6 +127,11 @@ impl EnController {
             }
             _ => {}
         }
+        // What the uplink carries of tether's held values is not the NIC's own: those are
+        // on the host port (copied there before the uplink got them), or, once it is gone,
+        // in the held configuration.
+        let own_sysctls = own_sysctls.or_else(|| self.read_held(&nic).map(|h| h.config.sysctls));
+        config.sysctls = uplink::own_values(&config.sysctls, own_sysctls.as_deref());
         config.name = nic.clone();
         log::warn!(
             "externalnode recovering nic={nic} uplink={uplink} from the kernel: addresses={}",

@@ -207,9 +207,11 @@ impl EnController {
             .is_ok_and(|l| l.altnames.contains(&rec.nic))
     }
 
-    /// Give the host port the NIC's sysctls, addresses and routes, turn IPv6 off on the
-    /// uplink (its link-local address is the host port's), and check that the host port
-    /// is the NIC to the outside (`identity`).
+    /// Give the host port the NIC's sysctls, addresses and routes, give the uplink its
+    /// held values (`uplink`: IPv6 off, its link-local address being the host port's; on
+    /// the userspace datapath the kernel stack kept off it too), and check that the host
+    /// port is the NIC to the outside (`identity`). One plan: a failure undoes all of it,
+    /// and the NIC's own values are in the record for a crash.
     pub(super) fn take_move(&self, rec: &Record) -> Result<(), EnError> {
         let (nic, uplink) = (&rec.nic, &rec.uplink);
         let ifindex = rec.config.ifindex;
@@ -238,8 +240,9 @@ impl EnController {
             .extend(plan_move(&rec.config, Some(&nic_link), &host).steps);
         let uplink_now = read_sysctls(links, &nic_link.name)
             .map_err(link_err(format!("read the sysctls of uplink {uplink}")))?;
-        plan.steps
-            .extend(plan_uplink_ipv6_off(&nic_link, &uplink_now).steps);
+        plan.steps.extend(
+            uplink::plan_held_values(&nic_link, &uplink_now, &self.cfg.datapath_type).steps,
+        );
         apply(links, &plan).map_err(|error| EnError::Move {
             nic: nic.clone(),
             error,

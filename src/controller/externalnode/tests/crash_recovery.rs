@@ -8,7 +8,7 @@ use super::sim::Crash;
 use super::*;
 
 /// Run `f` until the simulated crash at record write `k` (counted from now).
-fn crash_during(fx: &Fx, k: usize, how: Crash, f: impl FnOnce()) {
+pub(super) fn crash_during(fx: &Fx, k: usize, how: Crash, f: impl FnOnce()) {
     fx.sim.writes.store(0, Ordering::SeqCst);
     *fx.sim.crash_write.lock().unwrap() = Some((k, how));
     let r = catch_unwind(AssertUnwindSafe(f));

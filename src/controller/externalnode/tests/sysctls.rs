@@ -71,8 +71,16 @@ fn the_nic_sysctls_go_to_the_host_port_first() {
             .all(|(i, _, _)| *i < first_addr),
         "{calls:?}"
     );
-    // The uplink: IPv6 off once its addresses have moved (nothing else changes on it).
-    assert_eq!(on(fx.eth1), ["ipv6.disable_ipv6=1"]);
+    // The uplink, once its addresses have moved: IPv6 off, and (the userspace datapath)
+    // the kernel stack kept off it (`uplink`); nothing else changes on it.
+    assert_eq!(
+        on(fx.eth1),
+        [
+            "ipv6.disable_ipv6=1",
+            "ipv4.rp_filter=1",
+            "ipv4.arp_ignore=8"
+        ]
+    );
     fx.delete_en();
     assert_pristine(&fx, &before);
     assert_eq!(

@@ -360,3 +360,55 @@ fn addresses_that_expire() {
         ))
     );
 }
+
+/// An attached uplink on the userspace datapath: its side door, as status reports it, with
+/// the fix; shut, what keeps it so; nothing on the kernel datapath.
+#[test]
+fn the_uplink_side_door() {
+    use crate::controller::externalnode::uplink::UplinkFacts;
+    use crate::netlink::DevSysctl;
+    let facts = |all: &str, ipv4: &[&str]| UplinkFacts {
+        sysctls: vec![
+            (DevSysctl::Ipv6DisableIpv6, "1".into()),
+            (DevSysctl::Ipv4RpFilter, "1".into()),
+            (DevSysctl::Ipv4ArpIgnore, "8".into()),
+        ],
+        all_rp_filter: Some(all.into()),
+        ipv4: ipv4.iter().map(|s| (*s).to_string()).collect(),
+    };
+    assert_eq!(
+        side_door("eth1~", "netdev", Some(&facts("2", &[]))),
+        Some(f(
+            Level::Ok,
+            "uplink",
+            "eth1~'s kernel stack takes nothing for the VM past OVS (userspace datapath): no IPv4 \
+             address, net.ipv4.conf.eth1~.rp_filter=1 with net.ipv4.conf.all.rp_filter=2, IPv6 off",
+            None
+        ))
+    );
+    assert_eq!(
+        side_door("eth1~", "netdev", Some(&facts("2", &["203.0.113.99/24"]))),
+        Some(f(
+            Level::Warn,
+            "uplink",
+            "eth1~ holds IPv4 address 203.0.113.99/24 (a DHCP client that kept its lease on it?) \
+             and net.ipv4.conf.eth1~.rp_filter=1 and net.ipv4.conf.all.rp_filter=2: the kernel \
+             delivers IPv4 that arrives on eth1~ to the VM's sockets past OVS, from any source \
+             (loose reverse-path check)",
+            Some(
+                "remove the IPv4 addresses from eth1~ and stop what adds them (README \"DHCP and \
+                 network managers\"); tether sets eth1~'s own values again at every sync but \
+                 changes no global setting: with an address on eth1~, \
+                 net.ipv4.conf.all.rp_filter=2 (loose) lets IPv4 in"
+            )
+        ))
+    );
+    assert_eq!(
+        side_door("eth1~", "netdev", None).map(|f| f.level),
+        Some(Level::Warn)
+    );
+    assert_eq!(
+        side_door("eth1~", "system", Some(&facts("0", &["203.0.113.99/24"]))),
+        None
+    );
+}
