@@ -201,13 +201,13 @@ fn plan_shows_exactly_what_run_then_does_and_changes_nothing() {
     let (code, text) = plan(&bed);
     assert_eq!(code, 3, "{text}");
     assert!(
-        text.starts_with("ports:\n  create port coll0 (type system)\nflows to add (15):\n"),
+        text.starts_with("ports:\n  create port coll0 (type system)\nflows to add (24):\n"),
         "{text}"
     );
     assert!(!text.contains("flows to delete"), "{text}");
     assert!(
         text.ends_with(
-            "changes pending: 1 port, 0 link, 0 externalnode, 15 flows to add, 0 to delete\n"
+            "changes pending: 1 port, 0 link, 0 externalnode, 24 flows to add, 0 to delete\n"
         ),
         "{text}"
     );

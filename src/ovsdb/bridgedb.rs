@@ -300,7 +300,8 @@ impl BridgeDb {
             None => {
                 init_open_vswitch(&client)?;
                 let dpid = random_dpid();
-                let r = client.transact(&create_bridge_ops(name, datapath_type, &dpid, fail_mode))?;
+                let r =
+                    client.transact(&create_bridge_ops(name, datapath_type, &dpid, fail_mode))?;
                 r.get(2)
                     .and_then(|r| r.uuid.clone())
                     .ok_or_else(|| OvsdbError::Protocol("bridge insert returned no uuid".into()))?
@@ -376,8 +377,12 @@ impl BridgeDb {
         if self.is_current() {
             return Ok(false);
         }
-        let fresh =
-            BridgeDb::ensure_with(self.client.clone(), &self.name, datapath_type, self.fail_mode)?;
+        let fresh = BridgeDb::ensure_with(
+            self.client.clone(),
+            &self.name,
+            datapath_type,
+            self.fail_mode,
+        )?;
         *self.uuid.lock().unwrap_or_else(|e| e.into_inner()) = fresh.uuid();
         Ok(true)
     }

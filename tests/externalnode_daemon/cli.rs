@@ -39,7 +39,12 @@ fn assert_vm_restored(vm: &common::Netns, before: &serde_json::Value, what: &str
 }
 
 /// `tether <cmd> [extra]` in the VM namespace: (exit code, stdout, stderr).
-fn tether_cmd(sb: &Sandbox, cmd: &str, bridge: &str, extra: &[&str]) -> (i32, String, String) {
+pub(super) fn tether_cmd(
+    sb: &Sandbox,
+    cmd: &str,
+    bridge: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
     let argv = tether_argv(sb, cmd, extra, bridge);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = sb.ns().command(&argv).output().unwrap();

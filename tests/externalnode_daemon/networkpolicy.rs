@@ -17,17 +17,17 @@ use crate::apiserver::cp_fixtures::{ee_member, ip};
 use crate::common::Netns;
 
 /// The span key of this VM: the agent config's `externalNodeNamespace` and the EN's name.
-const NODE: &str = "default/vm1";
-const ATG: &str = "atg-vm1";
-const AG_B: &str = "ag-peer-b";
+pub(super) const NODE: &str = "default/vm1";
+pub(super) const ATG: &str = "atg-vm1";
+pub(super) const AG_B: &str = "ag-peer-b";
 
 /// Antrea's realization timeout (`policyRealizedTimeout`).
-const REALIZED: Duration = Duration::from_secs(5);
+pub(super) const REALIZED: Duration = Duration::from_secs(5);
 /// Antrea's connectivity poll: up to 20 s.
-const BLOCKED: Duration = Duration::from_secs(20);
+pub(super) const BLOCKED: Duration = Duration::from_secs(20);
 
 /// A controlplane NetworkPolicy applied to this VM (ATG), as an Antrea-native policy.
-fn np(uid: &str, generation: i64, name: &str, tier: i32, rules: Value) -> String {
+pub(super) fn np(uid: &str, generation: i64, name: &str, tier: i32, rules: Value) -> String {
     json!({
         "kind": "NetworkPolicy", "apiVersion": "controlplane.antrea.io/v1beta2",
         "metadata": {"name": uid, "uid": uid, "generation": generation},
@@ -37,7 +37,7 @@ fn np(uid: &str, generation: i64, name: &str, tier: i32, rules: Value) -> String
     .to_string()
 }
 
-fn ip_block(cidr: &str, except: &[&str]) -> Value {
+pub(super) fn ip_block(cidr: &str, except: &[&str]) -> Value {
     let net = |c: &str| {
         let (a, p) = c.split_once('/').unwrap();
         json!({"ip": ip(a), "prefixLength": p.parse::<u32>().unwrap()})
@@ -49,7 +49,13 @@ fn ip_block(cidr: &str, except: &[&str]) -> Value {
     b
 }
 
-fn rule(direction: &str, peer: Value, services: Value, action: &str, index: i32) -> Value {
+pub(super) fn rule(
+    direction: &str,
+    peer: Value,
+    services: Value,
+    action: &str,
+    index: i32,
+) -> Value {
     let (from, to) = if direction == "In" {
         (peer, json!({}))
     } else {
@@ -61,7 +67,7 @@ fn rule(direction: &str, peer: Value, services: Value, action: &str, index: i32)
 }
 
 /// Output and success of a command (never panics on a failed one).
-fn out(c: &mut Command) -> (bool, String) {
+pub(super) fn out(c: &mut Command) -> (bool, String) {
     let o = c.output().unwrap();
     let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
     s.push_str(&String::from_utf8_lossy(&o.stderr));
@@ -69,7 +75,7 @@ fn out(c: &mut Command) -> (bool, String) {
 }
 
 /// iperf3 from `from` (bound to `bind`) to `to`, as Antrea's case runs it; its output.
-fn iperf(from: &Netns, bind: &str, to: &str, udp: bool) -> String {
+pub(super) fn iperf(from: &Netns, bind: &str, to: &str, udp: bool) -> String {
     let mut argv = vec![
         "timeout",
         "10",
@@ -91,12 +97,12 @@ fn iperf(from: &Netns, bind: &str, to: &str, udp: bool) -> String {
     out(&mut from.command(&argv)).1
 }
 
-fn ping5(from: &Netns, bind: &str, to: &str) -> String {
+pub(super) fn ping5(from: &Netns, bind: &str, to: &str) -> String {
     out(&mut from.command(&["ping", "-c", "5", "-i", "0.2", "-W", "1", "-I", bind, to])).1
 }
 
 /// Poll `check` every second until it holds, within `limit`; the last output on failure.
-fn eventually(what: &str, limit: Duration, check: impl Fn() -> (bool, String)) {
+pub(super) fn eventually(what: &str, limit: Duration, check: impl Fn() -> (bool, String)) {
     let end = Instant::now() + common::patience(limit);
     loop {
         let (ok, last) = check();
@@ -110,28 +116,28 @@ fn eventually(what: &str, limit: Duration, check: impl Fn() -> (bool, String)) {
     }
 }
 
-fn iperf_works(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+pub(super) fn iperf_works(from: &Netns, bind: &str, to: &str) -> (bool, String) {
     let o = iperf(from, bind, to, false);
     (o.contains("iperf Done"), o)
 }
 
-fn iperf_blocked(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+pub(super) fn iperf_blocked(from: &Netns, bind: &str, to: &str) -> (bool, String) {
     let o = iperf(from, bind, to, false);
     (!o.contains("iperf Done"), o)
 }
 
-fn ping_works(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+pub(super) fn ping_works(from: &Netns, bind: &str, to: &str) -> (bool, String) {
     let o = ping5(from, bind, to);
     (o.contains("5 packets transmitted, 5 received"), o)
 }
 
-fn ping_blocked(from: &Netns, bind: &str, to: &str) -> (bool, String) {
+pub(super) fn ping_blocked(from: &Netns, bind: &str, to: &str) -> (bool, String) {
     let o = ping5(from, bind, to);
     (o.contains("5 packets transmitted, 0 received"), o)
 }
 
 /// The policy's status was POSTed with `generation` within Antrea's 5 s.
-fn wait_realized(srv: &apiserver::ApiServer, uid: &str, generation: i64) {
+pub(super) fn wait_realized(srv: &apiserver::ApiServer, uid: &str, generation: i64) {
     wait_for(
         common::patience(REALIZED),
         &format!("status of {uid} gen {generation}"),
@@ -149,15 +155,15 @@ fn wait_realized(srv: &apiserver::ApiServer, uid: &str, generation: i64) {
     );
 }
 
-struct Bed {
-    sb: Sandbox,
-    peer: Netns,
-    srv: apiserver::ApiServer,
+pub(super) struct Bed {
+    pub(super) sb: Sandbox,
+    pub(super) peer: Netns,
+    pub(super) srv: apiserver::ApiServer,
     _api: common::relay::ApiInNetns,
-    d: Option<Daemon>,
-    servers: Vec<Child>,
+    pub(super) d: Option<Daemon>,
+    pub(super) servers: Vec<Child>,
     /// `tether run`'s source arguments, for restarts.
-    args: Vec<String>,
+    pub(super) args: Vec<String>,
 }
 
 impl Bed {
@@ -168,7 +174,7 @@ impl Bed {
 
 /// The VM attached by a daemon that watches the controlplane; iperf3 servers on the VM
 /// and the peer; the VM in the ATG; B's addresses in AG_B.
-fn bed() -> Bed {
+pub(super) fn bed() -> Bed {
     let (sb, peer) = setup();
     peer.sh("ip addr add 192.0.2.2/24 dev eth0
              ip -6 addr add 2001:db8:1::2/64 dev eth0");
@@ -189,7 +195,6 @@ fn bed() -> Bed {
         "spec": {"interfaces": [{"ips": ["192.0.2.10", "2001:db8:1::10"]}]}}),
     );
     wait_attached(&sb, "192.0.2.10,2001:db8:1::10", "takeover");
-    neutralise_uplink(sb.ns(), "eth1~", true);
     srv.cp_add_group(
         APPLIED_TO,
         ATG,
@@ -247,8 +252,8 @@ impl Drop for Bed {
     }
 }
 
-const VM4: &str = "192.0.2.10";
-const VM6: &str = "2001:db8:1::10";
+pub(super) const VM4: &str = "192.0.2.10";
+pub(super) const VM6: &str = "2001:db8:1::10";
 
 #[test]
 fn antreas_vm_e2e_cases_on_real_packets() {
@@ -499,6 +504,38 @@ fn except_baseline_and_pass_on_real_packets() {
     eventually("Pass alone lets through", BLOCKED, || {
         ping_works(peer, "192.0.2.1", VM4)
     });
+
+    // `tether plan`: converged, nothing pending; with tether stopped and a policy added,
+    // that policy's flows pending, labelled by policy and rule.
+    let args: Vec<String> = b.args.clone();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, text, err) = crate::cli::tether_cmd(&b.sb, "plan", "br-int", &args);
+    assert_eq!(code, 0, "converged: {text}{err}");
+    let mut b = b;
+    b.d.take().unwrap().stop(&b.sb);
+    b.srv.cp_add_policy(
+        &np(
+            "np-later",
+            1,
+            "later",
+            250,
+            json!([rule(
+                "In",
+                json!({"ipBlocks": [ip_block("192.0.2.3/32", &[])]}),
+                json!([]),
+                "Drop",
+                0
+            )]),
+        ),
+        &[NODE],
+    );
+    let (code, text, err) = crate::cli::tether_cmd(&b.sb, "plan", "br-int", &args);
+    assert_eq!(code, 3, "{text}{err}");
+    assert!(
+        text.contains("networkpolicy rule np-later In in-drop-0")
+            && text.contains("nw_src=192.0.2.3"),
+        "{text}"
+    );
 }
 
 /// A TCP connection attempt to `host:5201` every 100 ms for `secs` seconds (each attempt
@@ -518,7 +555,7 @@ while time.time()<end:
 print(n, ok)";
 
 /// Lines of the daemons' shared log containing `needle`.
-fn log_count(sb: &Sandbox, needle: &str) -> usize {
+pub(super) fn log_count(sb: &Sandbox, needle: &str) -> usize {
     std::fs::read_to_string(sb.path("tether.log"))
         .unwrap_or_default()
         .lines()
@@ -527,14 +564,14 @@ fn log_count(sb: &Sandbox, needle: &str) -> usize {
 }
 
 /// Start the loop for `secs`; `finish` waits and returns (attempts, connected).
-fn connect_loop(peer: &Netns, bind: &str, host: &str, secs: u32) -> Child {
+pub(super) fn connect_loop(peer: &Netns, bind: &str, host: &str, secs: u32) -> Child {
     peer.command(&["python3", "-c", CONNECT_LOOP, host, bind, &secs.to_string()])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap()
 }
 
-fn finish(c: Child) -> (u64, u64) {
+pub(super) fn finish(c: Child) -> (u64, u64) {
     let o = c.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let mut it = text.split_whitespace().map(|w| w.parse::<u64>().unwrap());

@@ -203,6 +203,16 @@ pub fn gather(cfg: &Config, o: &Options) -> Result<(Vec<FlowDesc>, Names), CmdEr
         if let Some(nic) = &snap.external_node.nic {
             names.add_nic(nic);
         }
+        for p in snap.network_policy.iter().flat_map(|np| &np.policies) {
+            let policy = if p.source.is_empty() {
+                &p.name
+            } else {
+                &p.source
+            };
+            for r in &p.rules {
+                names.add_rule(r.conj_id, &format!("{policy} {} {}", r.direction, r.name));
+            }
+        }
     }
     if let Some(tc) = &o.tc {
         names.add_tc(tc);

@@ -29,6 +29,10 @@ pub enum OwnerKind {
     ReturnPort { port: Option<String>, object: u32 },
     /// A TrafficControl target port's Classifier flow (what comes in on it is dropped).
     TargetPort { port: String, object: u32 },
+    /// NetworkPolicy's own flows (conntrack, the established skip, ND).
+    PolicyPipeline,
+    /// One NetworkPolicy rule (its conjunction id); `policy rule` when the daemon said.
+    PolicyRule { name: Option<String>, conj_id: u32 },
     /// tether's cookie layout, but a round that is no longer the bridge's.
     Stale { round: u16 },
     /// Not a cookie tether writes: another controller's, a manual `ovs-ofctl add-flow`,
@@ -52,6 +56,8 @@ impl OwnerKind {
             OwnerKind::TrafficControl { .. } => "trafficcontrol",
             OwnerKind::ReturnPort { .. } => "return-port",
             OwnerKind::TargetPort { .. } => "target-port",
+            OwnerKind::PolicyPipeline => "networkpolicy-pipeline",
+            OwnerKind::PolicyRule { .. } => "networkpolicy-rule",
             OwnerKind::Stale { .. } => "stale",
             OwnerKind::Unclaimed => "unclaimed",
         }
@@ -65,6 +71,7 @@ impl OwnerKind {
             OwnerKind::TrafficControl { name, .. } => name.clone(),
             OwnerKind::ReturnPort { port, .. } => port.clone(),
             OwnerKind::TargetPort { port, .. } => Some(port.clone()),
+            OwnerKind::PolicyRule { name, .. } => name.clone(),
             _ => None,
         }
     }
@@ -98,6 +105,18 @@ impl fmt::Display for OwnerKind {
             OwnerKind::TargetPort { port, .. } => {
                 write!(f, "trafficcontrol target port {port} (drops what comes in)")
             }
+            OwnerKind::PolicyPipeline => write!(f, "networkpolicy pipeline"),
+            OwnerKind::PolicyRule {
+                name: Some(n),
+                conj_id,
+            } => write!(f, "networkpolicy rule {n} (conjunction {conj_id})"),
+            OwnerKind::PolicyRule {
+                name: None,
+                conj_id,
+            } => write!(
+                f,
+                "networkpolicy rule (conjunction {conj_id}; name unknown: the daemon is not running)"
+            ),
             OwnerKind::Stale { round } => write!(f, "stale: round {round}, not the bridge's"),
             OwnerKind::Unclaimed => write!(f, "unclaimed: not a tether cookie"),
         }
@@ -116,6 +135,7 @@ pub struct Names {
     target_ports: BTreeMap<u32, String>,
     nics: BTreeMap<u32, String>,
     pods_by_mac: BTreeMap<String, String>,
+    rules: BTreeMap<u32, String>,
 }
 
 impl Names {
@@ -154,6 +174,12 @@ impl Names {
     /// A TrafficControl name (from the daemon's status, or `--tc`).
     pub fn add_tc(&mut self, name: &str) {
         self.tcs.insert(object_id(name), name.to_string());
+    }
+
+    /// A NetworkPolicy rule's name (`<policy> <rule>`, from the daemon's status) by its
+    /// conjunction id.
+    pub fn add_rule(&mut self, conj_id: u32, name: &str) {
+        self.rules.insert(conj_id, name.to_string());
     }
 
     pub fn add_nic(&mut self, nic: &str) {
@@ -210,6 +236,11 @@ impl Names {
                     }
                 }
             }
+            (Category::NETWORK_POLICY, 0) => OwnerKind::PolicyPipeline,
+            (Category::NETWORK_POLICY, o) => OwnerKind::PolicyRule {
+                name: self.rules.get(&o).cloned(),
+                conj_id: o,
+            },
             (Category::EXTERNAL_NODE, 0) => OwnerKind::PolicyBypass,
             (Category::EXTERNAL_NODE, o) if o & 0x8000_0000 != 0 => OwnerKind::ExternalNode {
                 nic: self.nics.get(&o).cloned(),

@@ -9,6 +9,8 @@
 //! Exit codes: 0 nothing to do, 3 changes pending, 1 could not read what it needs, 2 bad
 //! usage or configuration.
 
+mod policy;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -235,8 +237,14 @@ fn read_ovs(cfg: &Config) -> Result<OvsNow, CmdError> {
             BTreeMap::new(),
             Vec::new(),
             Some(format!(
-                "create bridge {} (datapath_type {}, OpenFlow10+15, fail_mode standalone)",
-                cfg.bridge, cfg.datapath_type
+                "create bridge {} (datapath_type {}, OpenFlow10+15, fail_mode {})",
+                cfg.bridge,
+                cfg.datapath_type,
+                if cfg.antrea_kubeconfig.is_some() {
+                    "secure"
+                } else {
+                    "standalone"
+                }
             )),
         ),
     })
@@ -285,7 +293,19 @@ pub fn compute(cfg: &Config) -> Result<Pending, CmdError> {
     );
     externalnode_steps(&en.preview(), &cfg.datapath_type, &ports, &rec, &mut plan);
 
-    let label = labeller(&stores, &ports);
+    // NetworkPolicy: the flows the daemon would compile now (or those on the switch, kept).
+    let mut rules = BTreeMap::new();
+    if cfg.antrea_kubeconfig.is_some() {
+        let (sets, names, why) = policy::desired(cfg, &ports, &current);
+        for (owner, fl) in sets {
+            rec.set_flows(owner, fl);
+        }
+        rules = names;
+        if let Some(why) = why {
+            plan.problems.push(format!("networkpolicy: {why}"));
+        }
+    }
+    let label = labeller(&stores, &ports, rules);
     let (add, delete) = diff_flows(&rec.desired_flows(), &current, &label);
     plan.add = add;
     plan.delete = delete;
@@ -398,7 +418,11 @@ fn externalnode_steps(
 
 /// Names for the flows' owners: the TCs in the store and their target and return ports
 /// (those run would create too), the bridge's TC ports.
-fn labeller(stores: &Stores, ports: &[PortData]) -> impl Fn(Owner) -> String {
+fn labeller(
+    stores: &Stores,
+    ports: &[PortData],
+    rules: BTreeMap<u32, String>,
+) -> impl Fn(Owner) -> String {
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
     let mut port = |p: &str| {
         names.insert(
@@ -430,6 +454,11 @@ fn labeller(stores: &Stores, ports: &[PortData]) -> impl Fn(Owner) -> String {
         (Category::DEFAULT, 0) => "pipeline".into(),
         (Category::DEFAULT, 1) => "l2 forwarding".into(),
         (Category::EXTERNAL_NODE, 0) => "externalnode policy bypass".into(),
+        (Category::NETWORK_POLICY, 0) => "networkpolicy pipeline".into(),
+        (Category::NETWORK_POLICY, id) => match rules.get(&id) {
+            Some(n) => format!("networkpolicy rule {n}"),
+            None => format!("networkpolicy rule (conjunction {id})"),
+        },
         (Category::EXTERNAL_NODE, _) => "externalnode uplink pair".into(),
         (Category::TRAFFIC_CONTROL, id) => names
             .get(&id)

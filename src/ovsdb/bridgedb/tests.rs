@@ -94,7 +94,12 @@ fn set_map_key_exact() {
 #[test]
 fn create_bridge_exact() {
     assert_eq!(
-        json_of(&create_bridge_ops("br-int", "netdev", "0000020000000001", STANDALONE)),
+        json_of(&create_bridge_ops(
+            "br-int",
+            "netdev",
+            "0000020000000001",
+            STANDALONE
+        )),
         vec![
             r#"{"op":"insert","row":{"name":"br-int","type":"internal"},"table":"Interface","uuid-name":"brif"}"#,
             r#"{"op":"insert","row":{"interfaces":["named-uuid","brif"],"name":"br-int"},"table":"Port","uuid-name":"brport"}"#,

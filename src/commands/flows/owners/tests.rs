@@ -42,6 +42,7 @@ fn names() -> Names {
     ];
     let mut n = Names::new(Some(4), &ports);
     n.add_tc("mirror");
+    n.add_rule(2, "AntreaNetworkPolicy vm-ns/annp1 In ingress-drop-0");
     n
 }
 
@@ -111,6 +112,30 @@ fn owners_from_cookies() {
             cookie(4, Category::EXTERNAL_NODE, 0),
             &[],
             OwnerKind::PolicyBypass,
+        ),
+        (
+            "NetworkPolicy's own flows",
+            cookie(4, Category::NETWORK_POLICY, 0),
+            &[],
+            OwnerKind::PolicyPipeline,
+        ),
+        (
+            "a NetworkPolicy rule named by the daemon",
+            cookie(4, Category::NETWORK_POLICY, 2),
+            &[],
+            OwnerKind::PolicyRule {
+                name: Some("AntreaNetworkPolicy vm-ns/annp1 In ingress-drop-0".into()),
+                conj_id: 2,
+            },
+        ),
+        (
+            "a NetworkPolicy rule nobody named",
+            cookie(4, Category::NETWORK_POLICY, 7),
+            &[],
+            OwnerKind::PolicyRule {
+                name: None,
+                conj_id: 7,
+            },
         ),
         (
             "an old round",
