@@ -148,3 +148,85 @@ pub fn np_status(
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::consts::ct_state;
+    use crate::openflow::{Match, cookie};
+
+    /// OXS packet and byte counts, as OVS sends them in a flow description.
+    fn stats(packets: u64, bytes: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        for (field, n) in [(4u8, packets), (5, bytes)] {
+            v.extend_from_slice(&[0x80, 0x02, field << 1, 8]);
+            v.extend_from_slice(&n.to_be_bytes());
+        }
+        v
+    }
+
+    fn desc(table: u8, object: u32, fields: Vec<MatchField>, st: (u64, u64)) -> FlowDesc {
+        FlowDesc {
+            table_id: table,
+            cookie: cookie(3, Category::NETWORK_POLICY, object),
+            match_: Match::new(fields),
+            stats: stats(st.0, st.1),
+            ..FlowDesc::default()
+        }
+    }
+
+    #[test]
+    fn counters_from_the_metric_flows() {
+        let new = MatchField::CtState {
+            value: ct_state::NEW | ct_state::TRK,
+            mask: Some(ct_state::NEW | ct_state::TRK),
+        };
+        let old = MatchField::CtState {
+            value: ct_state::TRK,
+            mask: Some(ct_state::NEW | ct_state::TRK),
+        };
+        let deny = MatchField::Reg {
+            idx: 3,
+            value: 7,
+            mask: None,
+        };
+        let descs = vec![
+            // An Allow rule (2): sessions are its +new packets.
+            desc(table::INGRESS_METRIC, 2, vec![new], (3, 300)),
+            desc(table::INGRESS_METRIC, 2, vec![old], (40, 4000)),
+            // A Drop rule (7): every packet a refused session.
+            desc(table::EGRESS_METRIC, 7, vec![deny], (5, 500)),
+            // Not metric flows, the pipeline's own, another category: not counted.
+            desc(table::INGRESS_RULE, 2, vec![], (99, 9900)),
+            desc(table::INGRESS_METRIC, 0, vec![], (99, 9900)),
+            FlowDesc {
+                table_id: table::INGRESS_METRIC,
+                cookie: cookie(3, Category::TRAFFIC_CONTROL, 2),
+                stats: stats(99, 9900),
+                ..FlowDesc::default()
+            },
+        ];
+        let c = counters(&descs);
+        assert_eq!(
+            c.into_iter().collect::<Vec<_>>(),
+            vec![
+                (
+                    2,
+                    Counters {
+                        packets: 43,
+                        bytes: 4300,
+                        sessions: 3
+                    }
+                ),
+                (
+                    7,
+                    Counters {
+                        packets: 5,
+                        bytes: 500,
+                        sessions: 5
+                    }
+                ),
+            ]
+        );
+    }
+}

@@ -465,3 +465,82 @@ fn a_wiped_socket_directory_is_made_again() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn with_policy() -> Snapshot {
+    use super::policy::{Counters, NpPolicy, NpRule, NpStatus, NpWatch};
+    let mut s = sample();
+    s.network_policy = Some(NpStatus {
+        synced: true,
+        watches: vec![
+            NpWatch {
+                kind: "networkpolicies".into(),
+                synced: true,
+                ..NpWatch::default()
+            },
+            NpWatch {
+                kind: "addressgroups".into(),
+                synced: false,
+                last_error: Some("503".into()),
+                ..NpWatch::default()
+            },
+        ],
+        ports: Some((2, 1)),
+        flows: 35,
+        syncs: 4,
+        last_error: None,
+        policies: vec![NpPolicy {
+            name: "uid-1".into(),
+            source: "AntreaNetworkPolicy vm-ns/annp1".into(),
+            generation: 2,
+            realized: true,
+            reported: Some(2),
+            rules: vec![NpRule {
+                name: "ingress-drop-0".into(),
+                direction: "In".into(),
+                action: "Drop".into(),
+                conj_id: 2,
+                table: 100,
+                priority: 32544,
+                flows: 7,
+                state: "realized".into(),
+                counters: Counters {
+                    packets: 12,
+                    bytes: 888,
+                    sessions: 12,
+                },
+            }],
+        }],
+    });
+    s
+}
+
+/// The NETWORKPOLICY section: the watches in a line, a row per rule with its counters.
+#[test]
+fn human_networkpolicy_section() {
+    let t = human(&with_policy());
+    let section = &t[t.find("\nNETWORKPOLICY").unwrap()..];
+    assert_eq!(
+        section,
+        "
+NETWORKPOLICY  networkpolicies synced, addressgroups not synced (503); 35 flows; VM pair 2<->1
+POLICY                           GEN         RULE               ACTION  TABLE/PRIO  PACKETS  BYTES  SESSIONS  STATE
+AntreaNetworkPolicy vm-ns/annp1  2 reported  In ingress-drop-0  Drop    100/32544   12       888    12        realized
+"
+    );
+}
+
+#[test]
+fn prometheus_networkpolicy() {
+    let t = prometheus(&with_policy());
+    let labels = "{policy=\"AntreaNetworkPolicy vm-ns/annp1\",rule=\"ingress-drop-0\",direction=\"In\",action=\"Drop\"}";
+    for line in [
+        format!("tether_networkpolicy_rule_packets_total{labels} 12"),
+        format!("tether_networkpolicy_rule_bytes_total{labels} 888"),
+        format!("tether_networkpolicy_rule_sessions_total{labels} 12"),
+        "tether_networkpolicies{state=\"realized\"} 1".to_string(),
+        "tether_networkpolicy_synced 1".to_string(),
+    ] {
+        assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
+    }
+    assert!(!prometheus(&sample()).contains("networkpolicy"));
+}

@@ -390,6 +390,21 @@ fn antreas_vm_e2e_cases_on_real_packets() {
         )]),
     ));
     wait_realized(srv, e4, 2);
+    // A resync of the watches (antrea-controller restarted, say) reports every policy
+    // again: the controller may have forgotten (Antrea #5097).
+    let posts = |srv: &apiserver::ApiServer| {
+        srv.cp_statuses()
+            .iter()
+            .filter(|(n, b)| n == e4 && b["nodes"][0]["generation"] == 2)
+            .count()
+    };
+    let before = posts(srv);
+    srv.cp_close_watches(None);
+    wait_for(
+        common::patience(REALIZED),
+        "status again after a resync",
+        || (posts(srv) > before).then_some(()),
+    );
     srv.cp_delete(crate::apiserver::controlplane::POLICIES, e4);
     eventually("E4 after delete", BLOCKED, || {
         ping_works(peer, "192.0.2.1", VM4)
