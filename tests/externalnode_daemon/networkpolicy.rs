@@ -551,6 +551,26 @@ fn except_baseline_and_pass_on_real_packets() {
             && text.contains("nw_src=192.0.2.3"),
         "{text}"
     );
+
+    // `tether check` tries the three watches for real and says what NetworkPolicy does.
+    let (_, text, err) = crate::cli::tether_cmd(&b.sb, "check", "br-int", &args);
+    for kind in ["networkpolicies", "appliedtogroups", "addressgroups"] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&format!("rbac controlplane {kind}"))
+                    && l.contains("watch answers")),
+            "{kind}: {text}{err}"
+        );
+    }
+    assert!(text.contains("fail_mode=secure"), "{text}");
+    b.srv.cp_hold("addressgroups", true);
+    let (code, text, _) = crate::cli::tether_cmd(&b.sb, "check", "br-int", &args);
+    assert_ne!(code, 0, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("rbac controlplane addressgroups") && l.contains("503")),
+        "{text}"
+    );
 }
 
 /// A TCP connection attempt to `host:5201` every 100 ms for `secs` seconds (each attempt

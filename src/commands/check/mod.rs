@@ -23,6 +23,8 @@ use externalnode::check_external_node;
 use ovs::check_ovs;
 use source::check_source;
 
+mod controlplane;
+
 pub use finding::{Finding, Level, report};
 use finding::{bad, ok};
 
@@ -92,6 +94,7 @@ pub fn run(cfg: &Config) -> Vec<Finding> {
     let links_ok = links.as_ref().ok().map(|l| l as &dyn Links);
     out.extend(preflight::gather::ovs_host(cfg, &host, client, links_ok));
     let (en, tcs) = check_source(cfg, &mut out);
+    controlplane::check_controlplane(cfg, &mut out);
     let tunnels = preflight::tunnels_of(&tcs);
     if let Some(en) = en {
         match &links {
