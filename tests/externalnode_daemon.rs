@@ -10,7 +10,8 @@
 //! sockets work across network namespaces): TCP in the VM → unix socket → the server.
 //!
 //! Here: the daemon and the helpers the tests share; the tests are in
-//! `externalnode_daemon/` (`sources.rs`, `antrea.rs`, `cli.rs`, `networkpolicy.rs`).
+//! `externalnode_daemon/` (`sources.rs`, `antrea.rs`, `cli.rs`, `networkpolicy.rs`,
+//! `reject.rs`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -23,6 +24,8 @@ mod common;
 mod externalnode_vm;
 #[path = "externalnode_daemon/networkpolicy.rs"]
 mod networkpolicy;
+#[path = "externalnode_daemon/reject.rs"]
+mod reject;
 #[path = "externalnode_daemon/sources.rs"]
 mod sources;
 

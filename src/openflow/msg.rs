@@ -49,6 +49,9 @@ pub enum Body {
     PortStatus(PortStatus),
     /// OF1.0 `ofp_port_mod`.
     PortMod10(PortMod10),
+    GetConfigRequest,
+    GetConfigReply(SwitchConfig),
+    SetConfig(SwitchConfig),
     /// A message type not modelled here (raw type number and body).
     Other {
         type_: u8,
@@ -166,6 +169,33 @@ pub struct PortMod10 {
     pub advertise: u32,
 }
 
+/// `ofp_switch_config` (OF1.5 §7.3.2; the same layout and message numbers in OF1.0
+/// §5.3.2): the body of `OFPT_SET_CONFIG` and `OFPT_GET_CONFIG_REPLY`. OVS sends a
+/// service connection (the bridge's `.mgmt` socket) no packet-in until it has set a
+/// non-zero `miss_send_len` (`ofconn_receives_async_msg` in `ofproto/connmgr.c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchConfig {
+    /// `OFPC_FRAG_*` (0: `frags=normal`).
+    pub flags: u16,
+    /// Bytes of a packet sent with a table-miss or `output:CONTROLLER` packet-in
+    /// (`OFPCML_NO_BUFFER`, 0xffff: all of it).
+    pub miss_send_len: u16,
+}
+
+impl SwitchConfig {
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.u16(self.flags);
+        w.u16(self.miss_send_len);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<SwitchConfig, WireError> {
+        Ok(SwitchConfig {
+            flags: r.u16("switch_config flags")?,
+            miss_send_len: r.u16("switch_config miss_send_len")?,
+        })
+    }
+}
+
 /// OF1.5 `ofp_port_status` (§7.4.3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortStatus {
@@ -190,6 +220,10 @@ impl Body {
             Body::BarrierRequest => MsgType::BARRIER_REQUEST.0,
             Body::BarrierReply => MsgType::BARRIER_REPLY.0,
             Body::PortMod10(_) if v10 => MsgType10::PORT_MOD.0,
+            // Numbered alike in OF1.0 and OF1.5.
+            Body::GetConfigRequest => MsgType::GET_CONFIG_REQUEST.0,
+            Body::GetConfigReply(_) => MsgType::GET_CONFIG_REPLY.0,
+            Body::SetConfig(_) => MsgType::SET_CONFIG.0,
             Body::FlowMod(_) if !v10 => MsgType::FLOW_MOD.0,
             Body::BundleControl(_) if !v10 => MsgType::BUNDLE_CONTROL.0,
             Body::BundleAdd(_) if !v10 => MsgType::BUNDLE_ADD_MESSAGE.0,
@@ -262,7 +296,11 @@ impl Msg {
                 w.bytes(&e.data);
             }
             Body::EchoRequest(d) | Body::EchoReply(d) => w.bytes(d),
-            Body::FeaturesRequest | Body::BarrierRequest | Body::BarrierReply => {}
+            Body::FeaturesRequest
+            | Body::BarrierRequest
+            | Body::BarrierReply
+            | Body::GetConfigRequest => {}
+            Body::GetConfigReply(c) | Body::SetConfig(c) => c.encode(w),
             Body::FeaturesReply(f) => {
                 w.u64(f.datapath_id);
                 w.u32(f.n_buffers);
@@ -412,6 +450,9 @@ fn decode_body(version: Version, type_: u8, r: &mut Reader<'_>) -> Result<Body, 
                 advertise,
             })
         }
+        t if t == MsgType::GET_CONFIG_REQUEST.0 => Body::GetConfigRequest,
+        t if t == MsgType::GET_CONFIG_REPLY.0 => Body::GetConfigReply(SwitchConfig::decode(r)?),
+        t if t == MsgType::SET_CONFIG.0 => Body::SetConfig(SwitchConfig::decode(r)?),
         t if t == MsgType10::BARRIER_REQUEST.0 && v10 => Body::BarrierRequest,
         t if t == MsgType10::BARRIER_REPLY.0 && v10 => Body::BarrierReply,
         t if t == MsgType::BARRIER_REQUEST.0 && v15 => Body::BarrierRequest,
@@ -590,5 +631,67 @@ impl BundleAdd {
             msg,
             properties: r.bytes(r.remaining(), "bundle add properties")?.to_vec(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Each vector as `ovs-ofctl ofp-print` (OVS 3.1) reads it:
+    /// `OFPT_SET_CONFIG (OF1.5) (xid=0x7): frags=normal miss_send_len=65535`,
+    /// `OFPT_GET_CONFIG_REQUEST (OF1.5) (xid=0x8):`,
+    /// `OFPT_GET_CONFIG_REPLY (OF1.5) (xid=0x8): frags=normal miss_send_len=128`,
+    /// `OFPT_SET_CONFIG (xid=0x7): frags=normal miss_send_len=65535` (OF1.0).
+    #[test]
+    fn switch_config_messages_exact_bytes() {
+        let all = SwitchConfig {
+            flags: 0,
+            miss_send_len: 0xffff,
+        };
+        for (msg, want) in [
+            (
+                Msg::new(Version::OF15, 7, Body::SetConfig(all)),
+                "06 09 000c 00000007 0000 ffff",
+            ),
+            (
+                Msg::new(Version::OF15, 8, Body::GetConfigRequest),
+                "06 07 0008 00000008",
+            ),
+            (
+                Msg::new(
+                    Version::OF15,
+                    8,
+                    Body::GetConfigReply(SwitchConfig {
+                        flags: 0,
+                        miss_send_len: 128,
+                    }),
+                ),
+                "06 08 000c 00000008 0000 0080",
+            ),
+            (
+                Msg::new(Version::OF10, 7, Body::SetConfig(all)),
+                "01 09 000c 00000007 0000 ffff",
+            ),
+        ] {
+            let mut buf = vec![0xa5; 3];
+            msg.encode(&mut buf).unwrap();
+            assert_eq!(&buf[..3], &[0xa5; 3], "prefill touched");
+            assert_eq!(buf[3..], hex(want), "{msg:?}");
+            assert_eq!(Msg::decode(&buf[3..]).unwrap(), msg);
+            for n in 0..buf.len() - 3 {
+                assert!(Msg::decode(&buf[3..3 + n]).is_err(), "{msg:?}: prefix {n}");
+            }
+        }
+        // A body with a byte too many, header length consistent: refused.
+        assert!(Msg::decode(&hex("06 09 000d 00000007 0000 ffff 00")).is_err());
     }
 }

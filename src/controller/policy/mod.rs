@@ -18,6 +18,7 @@
 //! It runs on its own thread (`np-controller`), woken by the source's updates and by a
 //! tick that notices port changes, resyncs and reports still due.
 
+pub mod packetin;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};

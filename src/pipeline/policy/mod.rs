@@ -2,8 +2,8 @@
 //! the controlplane's state to every policy flow of the VM ([`compile`]), the flows' shapes
 //! ([`flows`]), and the pure helpers under them: CIDR `except` subtraction and port-range
 //! value/mask lists ([`ranges`]), the rules' total order and stable OpenFlow priorities
-//! ([`priority`]), conjunction ids ([`conj`]), and one rule's match clauses as data
-//! ([`rule`]).
+//! ([`priority`]), conjunction ids ([`conj`]), one rule's match clauses as data
+//! ([`rule`]), and a Reject rule's answer packets ([`reject`]).
 //!
 //! Owns what the flows are. Not applying them (bundles, owners on the switch), not the
 //! controlplane watches, no I/O or clocks: every function here is a pure function of its
@@ -14,6 +14,7 @@ pub mod conj;
 pub mod flows;
 pub mod priority;
 pub mod ranges;
+pub mod reject;
 pub mod rule;
 
 pub use compile::{CompileError, Compiled, CompiledRule, Compiler, RuleKey, RuleStatus, owners_of};
