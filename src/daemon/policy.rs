@@ -59,7 +59,7 @@ impl Policy {
         let _ = self.packetin.join();
         let c = self.rejects.lock().map(|c| c.clone()).unwrap_or_default();
         log::info!(
-            "networkpolicy reject: rejects={} tcp_resets={} icmp={} icmpv6={} rate_limited={} not_answerable={} no_ports={} send_errors={}",
+            "networkpolicy packet-ins: rejects={} tcp_resets={} icmp={} icmpv6={} rate_limited={} not_answerable={} no_ports={} send_errors={} logged={} log_rate_limited={} log_unknown={}",
             c.rejects,
             c.tcp_resets,
             c.icmp,
@@ -67,7 +67,10 @@ impl Policy {
             c.rate_limited,
             c.not_answerable,
             c.no_ports,
-            c.send_errors
+            c.send_errors,
+            c.logged,
+            c.log_rate_limited,
+            c.log_unknown
         );
         self.source.stop();
     }
@@ -131,7 +134,14 @@ pub(crate) fn start(
             c.run(&rx, &resyncs, &stop_rx, &pulse);
         })
         .map_err(|e| DaemonError::Setup(format!("thread np-controller: {e}")))?;
-    let answerer = Answerer::new(Box::new(move || ports()), RATE, BURST, Instant::now());
+    let c = controller.clone();
+    let answerer = Answerer::new(
+        Box::new(move || ports()),
+        Box::new(move |id| c.logged_rule(id)),
+        RATE,
+        BURST,
+        Instant::now(),
+    );
     let rejects = answerer.counts();
     let mut io = OfPackets {
         conn: Conn::start(&ovs.mgmt, ConnOptions::new(Version::OF15, "np-packetin-of"))

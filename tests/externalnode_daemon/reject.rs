@@ -8,6 +8,9 @@
 //! - Ingress Reject TCP 5201 from B (both families): B's connect is refused (a RST|ACK)
 //!   within a second; C still connects.
 //! - Egress Reject TCP 5201 to B: the VM's own connect is refused.
+//! - `enableLogging`: a logged Drop's packets give one audit line per second with their
+//!   count, a logged Allow's new connection one line at once (Antrea's np.log fields, at
+//!   log target `tether::audit`).
 
 use serde_json::{Value, json};
 
@@ -210,5 +213,82 @@ fn tcp_reject_refuses_the_connection_both_ways() {
     srv.cp_delete(POLICIES, eg);
     eventually("egress after delete", BLOCKED, || {
         iperf_works(vm, VM4, "192.0.2.1")
+    });
+}
+
+/// `rule(..)` with `enableLogging` and a `logLabel`.
+fn logged(mut r: Value, label: &str) -> Value {
+    r["enableLogging"] = json!(true);
+    if !label.is_empty() {
+        r["logLabel"] = json!(label);
+    }
+    r
+}
+
+#[test]
+fn logged_rules_write_antreas_audit_lines() {
+    if !privileged("logged_rules_write_antreas_audit_lines") {
+        return;
+    }
+    let b = bed();
+    let (peer, srv) = (&b.peer, &b.srv);
+    let icmp = json!([{"protocol": "ICMP"}]);
+    eventually("before", BLOCKED, || ping_works(peer, "192.0.2.1", VM4));
+    let uid = "np-log";
+    srv.cp_add_policy(
+        &np(
+            uid,
+            1,
+            "anp-log",
+            250,
+            json!([
+                logged(
+                    rule("In", blocks(&["192.0.2.1/32"]), icmp.clone(), "Drop", 0),
+                    "audit-e2e"
+                ),
+                logged(rule("In", blocks(&["192.0.2.2/32"]), icmp, "Allow", 1), ""),
+            ]),
+        ),
+        &[NODE],
+    );
+    wait_realized(srv, uid, 1);
+    eventually("B dropped", BLOCKED, || {
+        ping_blocked(peer, "192.0.2.1", VM4)
+    });
+    eventually("C allowed", BLOCKED, || ping_works(peer, "192.0.2.2", VM4));
+    let text = || std::fs::read_to_string(b.sb.path("tether.log")).unwrap_or_default();
+    // The Drop: five pings 0.2 s apart, counted in windows of a second, each window one
+    // line with its count.
+    let drop_head = "tether::audit: AntreaPolicyIngressRule AntreaNetworkPolicy:vm-ns/anp-log \
+                     in-drop-0 Ingress Drop ";
+    let drop_tail = " <nil> 192.0.2.1 <nil> 192.0.2.10 <nil> ICMP 84 audit-e2e";
+    eventually("the Drop's audit lines", Duration::from_secs(5), || {
+        let t = text();
+        let lines: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains(drop_head) && l.contains(drop_tail))
+            .collect();
+        let counted = lines.iter().any(|l| l.contains(" packets in "));
+        (
+            counted,
+            t.lines()
+                .filter(|l| l.contains("tether::audit"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    });
+    // The Allow: the first echo request of C's ping is a new connection: one line.
+    let allow = " <nil> 192.0.2.2 <nil> 192.0.2.10 <nil> ICMP 84 <nil>";
+    let t = text();
+    assert!(
+        t.lines().any(|l| l.contains(
+            "tether::audit: AntreaPolicyIngressRule \
+                                       AntreaNetworkPolicy:vm-ns/anp-log in-allow-1 Ingress Allow "
+        ) && l.ends_with(allow)),
+        "no Allow line:\n{t}"
+    );
+    srv.cp_delete(POLICIES, uid);
+    eventually("after delete", BLOCKED, || {
+        ping_works(peer, "192.0.2.1", VM4)
     });
 }

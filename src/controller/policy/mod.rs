@@ -143,6 +143,36 @@ impl PolicyController {
         st
     }
 
+    /// The rule whose conjunction is `conj_id`, as the audit log names it: from the last
+    /// realized views and the policy's own rule (its `logLabel`).
+    pub fn logged_rule(&self, conj_id: u32) -> Option<packetin::audit::LoggedRule> {
+        let (policy, rule) = lock(&self.inner).status.policies.iter().find_map(|p| {
+            let r = p.rules.iter().find(|r| r.conj_id == conj_id)?;
+            Some((p.name.clone(), r.clone()))
+        })?;
+        let state = lock(&self.state);
+        let p = state.applied_policies().find(|p| p.name == policy)?;
+        let log_label = p
+            .rules
+            .iter()
+            .find(|r| r.name == rule.name)
+            .map(|r| r.log_label.clone())
+            .unwrap_or_default();
+        let np_ref = match &p.source_ref {
+            Some(s) if s.namespace.is_empty() => format!("{}:{}", s.policy_type, s.name),
+            Some(s) => format!("{}:{}/{}", s.policy_type, s.namespace, s.name),
+            None => p.name.clone(),
+        };
+        Some(packetin::audit::LoggedRule {
+            np_ref,
+            rule: rule.name,
+            disposition: rule.action,
+            table: rule.table,
+            priority: rule.priority,
+            log_label,
+        })
+    }
+
     /// Compile what is known for the current ports and put it on the switch in one bundle.
     /// Before the first bookmarks of all three watches: nothing (Ok).
     pub fn sync(&self) -> Result<(), String> {

@@ -15,9 +15,12 @@
 //! [`BURST`]), before the packet is even parsed, so a flood of rejected packets costs a
 //! decode and a counter each. What happened is counted ([`Counts`]).
 //!
-//! Owns the answering. Not the flows (the compiler), not the connection: the switch is
-//! behind [`PacketIo`], which the daemon implements on its own OpenFlow connection
-//! (asking for packet-ins after every connect).
+//! A logged rule's packet-ins (`controller(userdata=02.<dir>.<id>)`, `enableLogging`)
+//! come here too and become audit lines ([`audit`]), under a rate limit of their own.
+//!
+//! Owns the answering and the audit lines. Not the flows (the compiler), not the
+//! connection: the switch is behind [`PacketIo`], which the daemon implements on its own
+//! OpenFlow connection (asking for packet-ins after every connect).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -30,8 +33,15 @@ use crate::heartbeat::Pulse;
 use crate::openflow::Action;
 use crate::openflow::consts::port;
 use crate::openflow::packet::{PacketIn2, PacketOut};
-use crate::pipeline::policy::decode_reject_userdata;
 use crate::pipeline::policy::reject::{self, Kind};
+use crate::pipeline::policy::{decode_log_userdata, decode_reject_userdata};
+
+pub mod audit;
+
+use audit::{Dedup, LoggedRule};
+
+/// The logged rule behind a conjunction id (the policy controller's view).
+pub type RulesFn = Box<dyn Fn(u32) -> Option<LoggedRule> + Send + Sync>;
 
 /// Answers a second, and the burst the bucket holds.
 pub const RATE: u32 = 200;
@@ -104,7 +114,12 @@ pub struct Counts {
     pub no_ports: u64,
     /// Answers the switch did not take (the batch's send failed).
     pub send_errors: u64,
-    /// Packet-ins that were not tether's Reject (another userdata).
+    /// Audit lines of logged rules' packets, and those over the rate limit or whose
+    /// rule or packet could not be read.
+    pub logged: u64,
+    pub log_rate_limited: u64,
+    pub log_unknown: u64,
+    /// Packet-ins that were neither (another userdata).
     pub other: u64,
 }
 
@@ -114,10 +129,14 @@ impl Counts {
     }
 }
 
-/// The Reject answerer: the handler, its rate limit and its counts.
+/// The Reject answerer and audit logger: the handlers, their rate limits, the audit
+/// lines' de-duplication and the counts.
 pub struct Answerer {
     ports: PortsFn,
+    rules: RulesFn,
     bucket: Mutex<Bucket>,
+    log_bucket: Mutex<Bucket>,
+    dedup: Mutex<Dedup>,
     counts: Arc<Mutex<Counts>>,
 }
 
@@ -126,10 +145,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Answerer {
-    pub fn new(ports: PortsFn, rate: u32, burst: u32, now: Instant) -> Answerer {
+    /// Answers and audit lines are limited to `rate` a second each, in bursts of `burst`.
+    pub fn new(ports: PortsFn, rules: RulesFn, rate: u32, burst: u32, now: Instant) -> Answerer {
         Answerer {
             ports,
+            rules,
             bucket: Mutex::new(Bucket::new(rate, burst, now)),
+            log_bucket: Mutex::new(Bucket::new(rate, burst, now)),
+            dedup: Mutex::default(),
             counts: Arc::default(),
         }
     }
@@ -139,10 +162,16 @@ impl Answerer {
         self.counts.clone()
     }
 
-    /// The answer to one packet-in, if it gets one.
+    /// The answer to one packet-in, if it gets one (a logged rule's packet-in gets an
+    /// audit line instead).
     pub fn handle(&self, pin: &PacketIn2, now: Instant) -> Option<PacketOut> {
+        let userdata = pin.userdata().unwrap_or_default();
+        if let Some((direction, conj_id)) = decode_log_userdata(userdata) {
+            self.audit(pin, direction, conj_id, now);
+            return None;
+        }
         let mut counts = lock(&self.counts);
-        let Some((direction, conj_id)) = pin.userdata().and_then(decode_reject_userdata) else {
+        let Some((direction, conj_id)) = decode_reject_userdata(userdata) else {
             counts.other += 1;
             return None;
         };
@@ -186,13 +215,44 @@ impl Answerer {
         ))
     }
 
+    /// Put a logged packet's line in the log (Allow) or in its de-duplication window.
+    fn audit(&self, pin: &PacketIn2, direction: Direction, conj_id: u32, now: Instant) {
+        if !lock(&self.log_bucket).take(now) {
+            lock(&self.counts).log_rate_limited += 1;
+            return;
+        }
+        let rule = (self.rules)(conj_id);
+        let packet = pin.packet().map(reject::parse);
+        let (Some(rule), Some(Ok(packet))) = (rule, packet) else {
+            lock(&self.counts).log_unknown += 1;
+            log::debug!("networkpolicy audit: rule={conj_id} unknown rule or unreadable packet");
+            return;
+        };
+        lock(&self.counts).logged += 1;
+        let line = audit::line(&rule, direction, &packet);
+        let allow = rule.disposition == "Allow";
+        if let Some(l) = lock(&self.dedup).add(line, allow, now) {
+            log::info!(target: audit::TARGET, "{l}");
+        }
+    }
+
+    /// Write the audit lines whose window has ended by `now`.
+    pub fn flush(&self, now: Instant) {
+        for l in lock(&self.dedup).due(now) {
+            log::info!(target: audit::TARGET, "{l}");
+        }
+    }
+
     /// The thread's loop: packet-ins answered in batches, until `stop` closes.
     pub fn run(&self, io: &mut dyn PacketIo, stop: &Receiver<()>, pulse: &Pulse) {
         let mut warned: Option<Instant> = None;
         let mut seen = Counts::default();
         loop {
             pulse.idle();
+            self.flush(Instant::now());
             if !matches!(stop.try_recv(), Err(TryRecvError::Empty)) {
+                // What is still held is written now rather than lost.
+                self.flush(Instant::now() + audit::WINDOW);
                 return;
             }
             let first = match io.recv(TICK) {

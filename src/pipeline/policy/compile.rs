@@ -344,6 +344,7 @@ fn realize(
         peer: &peer,
         services: &services,
         ports,
+        log: rule.enable_logging,
     });
     let status = if notes.is_empty() {
         RuleStatus::Realizable

@@ -1,7 +1,8 @@
 //! NetworkPolicy flows as pure builders (reference Part B §2.1–2.2; docs/pipeline.md):
 //! the policy pipeline's own flows for the VM's pair ([`base_flows`]), one rule's
 //! conjunction, action and metric flows ([`rule_flows`]), the registers and marks they
-//! use, and the Reject packet-in's userdata ([`reject_userdata`]).
+//! use, and the Reject and logging packet-ins' userdata ([`reject_userdata`],
+//! [`log_userdata`]).
 //!
 //! Not which rules exist, what their peers resolve to, or their conjunction ids and
 //! priorities (`compile`, `conj`, `priority`); no I/O.
@@ -12,10 +13,12 @@
 //! T  P  ip,nw_src=<peer> | ipv6,ipv6_src=<peer> | ip + ipv6 (any)   conjunction(C,1/n)
 //! T  P  reg1=<host port>          (egress: in_port=<host port>)     conjunction(C,2/n)
 //! T  P  tcp,tp_dst=V/M + tcp6,…  | icmp,… + icmp6,…   (n = 3 only)  conjunction(C,3/n)
-//! T  P  conj_id=C,ip + conj_id=C,ipv6  Allow: ct(commit,table=M,zone=65520,exec(label))
-//! T  P  conj_id=C                      Drop/Reject: reg3=C, reg0[10], goto M; Pass: goto B
+//! T  P  conj_id=C,ip + conj_id=C,ipv6  Allow: [log] ct(commit,table=M,zone=65520,exec(label))
+//! T  P  conj_id=C                      Drop/Reject: [log] reg3=C, reg0[10], goto M;
+//!                                      Pass: [log] goto B
 //! M 200 ct_state=±new+trk,ct_label=…  → next   reg0[10],reg3=C → drop | controller(…)
 //! ```
+//! [log]: `controller(userdata=02.<dir>.<C>)`, when the rule has `enableLogging`.
 //! T/B/M are the rule, baseline and metric tables of the rule's direction ([`RuleTables`]).
 
 use std::net::IpAddr;
@@ -240,6 +243,9 @@ pub struct RuleSpec<'a> {
     /// caller emits no flows for such a rule.
     pub services: &'a Services,
     pub ports: VmPorts,
+    /// `enableLogging`: the `conj_id` flows send each packet they take to tether first
+    /// ([`log_userdata`]), for the audit log; the packet goes on.
+    pub log: bool,
 }
 
 /// The ct_label bits holding a rule's conjunction id (Antrea `fields.go`: ingress in bits
@@ -254,30 +260,51 @@ pub fn ct_label(direction: Direction, conj_id: u32) -> (u128, u128) {
 
 /// The first byte of a Reject packet-in's userdata (Antrea's `PacketInCategoryNP`).
 const USERDATA_NP: u8 = 0x01;
+/// The first byte of a logged rule's packet-in (tether's own).
+const USERDATA_LOG: u8 = 0x02;
 
-/// The userdata of a Reject rule's packet-in: `[0x01, direction (0 ingress, 1 egress),
-/// conjunction id as 4 bytes big-endian]`. tether's own layout: Antrea reads the
-/// direction and id from registers in the packet-in's metadata instead.
-pub fn reject_userdata(direction: Direction, conj_id: u32) -> [u8; 6] {
+fn userdata(category: u8, direction: Direction, conj_id: u32) -> [u8; 6] {
     let d = match direction {
         Direction::In => 0,
         Direction::Out => 1,
     };
     let id = conj_id.to_be_bytes();
-    [USERDATA_NP, d, id[0], id[1], id[2], id[3]]
+    [category, d, id[0], id[1], id[2], id[3]]
 }
 
-/// The direction and conjunction id of a [`reject_userdata`]; `None` for anything else.
-pub fn decode_reject_userdata(userdata: &[u8]) -> Option<(Direction, u32)> {
-    let [USERDATA_NP, d, id @ ..] = *<&[u8; 6]>::try_from(userdata).ok()? else {
+fn decode_userdata(category: u8, userdata: &[u8]) -> Option<(Direction, u32)> {
+    let [c, d, id @ ..] = *<&[u8; 6]>::try_from(userdata).ok()?;
+    if c != category {
         return None;
-    };
+    }
     let direction = match d {
         0 => Direction::In,
         1 => Direction::Out,
         _ => return None,
     };
     Some((direction, u32::from_be_bytes(id)))
+}
+
+/// The userdata of a Reject rule's packet-in: `[0x01, direction (0 ingress, 1 egress),
+/// conjunction id as 4 bytes big-endian]`. tether's own layout: Antrea reads the
+/// direction and id from registers in the packet-in's metadata instead.
+pub fn reject_userdata(direction: Direction, conj_id: u32) -> [u8; 6] {
+    userdata(USERDATA_NP, direction, conj_id)
+}
+
+/// The direction and conjunction id of a [`reject_userdata`]; `None` for anything else.
+pub fn decode_reject_userdata(userdata: &[u8]) -> Option<(Direction, u32)> {
+    decode_userdata(USERDATA_NP, userdata)
+}
+
+/// The userdata of a logged rule's packet-in: as [`reject_userdata`], first byte 0x02.
+pub fn log_userdata(direction: Direction, conj_id: u32) -> [u8; 6] {
+    userdata(USERDATA_LOG, direction, conj_id)
+}
+
+/// The direction and conjunction id of a [`log_userdata`]; `None` for anything else.
+pub fn decode_log_userdata(userdata: &[u8]) -> Option<(Direction, u32)> {
+    decode_userdata(USERDATA_LOG, userdata)
 }
 
 /// One rule's flows, in a fixed order: the conjunction clauses by dimension (peers and
@@ -440,10 +467,14 @@ fn port(protocol: L4, pm: PortMask) -> MatchField {
     }
 }
 
-/// The `conj_id=C` flows: what the rule does with a packet all its clauses match.
+/// The `conj_id=C` flows: what the rule does with a packet all its clauses match (after
+/// sending it to tether for the audit log, when the rule logs).
 fn action_flows(r: &RuleSpec<'_>) -> Vec<Flow> {
     let (t, p, c) = (r.tables.rule, r.priority, r.conj_id);
-    let matched = Flow::new(t, p).matching(MatchField::ConjId(c));
+    let mut matched = Flow::new(t, p).matching(MatchField::ConjId(c));
+    if r.log {
+        matched = matched.actions([Action::controller(&log_userdata(r.direction, c), false)]);
+    }
     match r.action {
         // `ct` needs an IP match, hence one flow per family.
         RuleAction::Allow => {

@@ -19,5 +19,6 @@ pub mod rule;
 
 pub use compile::{CompileError, Compiled, CompiledRule, Compiler, RuleKey, RuleStatus, owners_of};
 pub use flows::{
-    BASE_OWNER, CT_ZONE, VmPorts, base_flows, decode_reject_userdata, reject_userdata,
+    BASE_OWNER, CT_ZONE, VmPorts, base_flows, decode_log_userdata, decode_reject_userdata,
+    log_userdata, reject_userdata,
 };

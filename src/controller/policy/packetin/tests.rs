@@ -8,7 +8,7 @@ use crossbeam_channel::{Sender, bounded};
 use super::*;
 use crate::heartbeat::Heartbeats;
 use crate::openflow::packet::PacketInProp;
-use crate::pipeline::policy::{VmPorts, reject_userdata};
+use crate::pipeline::policy::{VmPorts, log_userdata, reject_userdata};
 
 const PORTS: VmPorts = VmPorts { host: 3, uplink: 2 };
 
@@ -44,7 +44,13 @@ fn pin(userdata: &[u8], frame: Vec<u8>) -> PacketIn2 {
 }
 
 fn answerer(ports: Option<VmPorts>, now: Instant) -> Answerer {
-    Answerer::new(Box::new(move || ports), RATE, BURST, now)
+    Answerer::new(
+        Box::new(move || ports),
+        Box::new(|_| None),
+        RATE,
+        BURST,
+        now,
+    )
 }
 
 fn out_port(po: &PacketOut) -> u32 {
@@ -89,7 +95,7 @@ fn what_is_not_answered_is_counted() {
     let a = answerer(Some(PORTS), now);
     let rej = reject_userdata(Direction::In, 1);
     // Not tether's Reject userdata.
-    assert!(a.handle(&pin(&[0x02, 0, 0, 0, 0, 1], syn()), now).is_none());
+    assert!(a.handle(&pin(&[0x03, 0, 0, 0, 0, 1], syn()), now).is_none());
     assert!(a.handle(&PacketIn2::default(), now).is_none());
     // A broadcast destination; no packet at all.
     let mut bcast = udp();
@@ -192,4 +198,38 @@ fn the_loop_answers_in_batches_and_survives_errors() {
     let (fake, c) = run((0..3).map(|_| p()).collect(), true);
     assert_eq!(fake.sent.len(), 1);
     assert_eq!(c.send_errors, 3);
+}
+
+#[test]
+fn a_logged_rules_packet_in_is_an_audit_line_not_an_answer() {
+    let now = Instant::now();
+    let rule = audit::LoggedRule {
+        np_ref: "AntreaNetworkPolicy:vm-ns/anp".into(),
+        rule: "r".into(),
+        disposition: "Drop".into(),
+        table: 100,
+        priority: 14900,
+        log_label: String::new(),
+    };
+    let a = Answerer::new(
+        Box::new(|| Some(PORTS)),
+        Box::new(move |id| (id == 7).then(|| rule.clone())),
+        RATE,
+        BURST,
+        now,
+    );
+    let logged = pin(&log_userdata(Direction::In, 7), udp());
+    assert!(a.handle(&logged, now).is_none());
+    assert!(a.handle(&logged, now).is_none());
+    // Held in its window (one line for both), written once it ends.
+    assert!(!lock(&a.dedup).is_empty());
+    a.flush(now + audit::WINDOW);
+    assert!(lock(&a.dedup).is_empty());
+    // An unknown conjunction.
+    assert!(
+        a.handle(&pin(&log_userdata(Direction::In, 8), udp()), now)
+            .is_none()
+    );
+    let c = lock(&a.counts).clone();
+    assert_eq!((c.logged, c.log_unknown, c.rejects, c.other), (2, 1, 0, 0));
 }

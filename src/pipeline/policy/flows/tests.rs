@@ -68,6 +68,7 @@ fn spec<'a>(
         peer,
         services,
         ports: PORTS,
+        log: false,
     }
 }
 
@@ -258,4 +259,49 @@ fn reject_userdata_round_trips_and_refuses_anything_else() {
     ] {
         assert_eq!(decode_reject_userdata(bad), None, "{bad:?}");
     }
+}
+
+#[test]
+fn a_logged_rule_sends_its_packets_to_tether_first() {
+    let any = Addresses::Any;
+    let services = Services::Any;
+    let conj_flows = |direction, action| {
+        let mut s = spec(direction, action, false, &any, &services);
+        s.log = true;
+        text(&rule_flows(&s))
+            .into_iter()
+            .filter(|f| f.contains("conj_id="))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        conj_flows(Direction::In, RuleAction::Allow),
+        [
+            "table=100, priority=1000,conj_id=7,ip actions=controller(userdata=02.00.00.00.00.07),ct(commit,table=120,zone=65520,exec(set_field:0x7/0xffffffff->ct_label))",
+            "table=100, priority=1000,conj_id=7,ipv6 actions=controller(userdata=02.00.00.00.00.07),ct(commit,table=120,zone=65520,exec(set_field:0x7/0xffffffff->ct_label))",
+        ]
+    );
+    assert_eq!(
+        conj_flows(Direction::Out, RuleAction::Drop),
+        [
+            "table=40, priority=1000,conj_id=7 actions=controller(userdata=02.01.00.00.00.07),set_field:0x7->reg3,set_field:0x400/0x400->reg0,goto_table:60"
+        ]
+    );
+    assert_eq!(
+        conj_flows(Direction::In, RuleAction::Pass),
+        [
+            "table=100, priority=1000,conj_id=7 actions=controller(userdata=02.00.00.00.00.07),goto_table:110"
+        ]
+    );
+}
+
+#[test]
+fn log_userdata_round_trips_and_is_not_a_reject() {
+    let u = log_userdata(Direction::Out, 0x0102_0304);
+    assert_eq!(u, [2, 1, 1, 2, 3, 4]);
+    assert_eq!(decode_log_userdata(&u), Some((Direction::Out, 0x0102_0304)));
+    assert_eq!(decode_reject_userdata(&u), None);
+    assert_eq!(
+        decode_log_userdata(&reject_userdata(Direction::In, 1)),
+        None
+    );
 }
