@@ -12,7 +12,7 @@ use tether::openflow::WireError;
 use tether::openflow::action::{Action, ControllerProp, Ct, CtZone, decode_actions};
 use tether::openflow::codec::{Reader, Writer};
 use tether::openflow::consts::{ActionType, ControllerPropType, OxmClass, PacketInReason};
-use tether::openflow::oxm::{Match, MatchField};
+use tether::openflow::oxm::{Be128, Match, MatchField};
 
 const PREFILL: usize = 5;
 
@@ -95,8 +95,8 @@ fn ct_exact_bytes() {
             0,
             13,
             vec![Action::SetField(MatchField::CtLabel {
-                value: 6,
-                mask: Some(0xffff_ffff),
+                value: Be128::from(6),
+                mask: Some(Be128::from(0xffff_ffff)),
             })],
         ) {
             Action::Ct(ct) => ct,
@@ -236,7 +236,7 @@ fn conntrack_and_conjunction_fields_exact_bytes() {
     );
     field_exact(
         &MatchField::CtLabel {
-            value: 0x0102,
+            value: Be128::from(0x0102),
             mask: None,
         },
         "00 01 d8 10 00 00 00 00 00 00 00 00 00 00 00 00\n\
@@ -244,8 +244,8 @@ fn conntrack_and_conjunction_fields_exact_bytes() {
     );
     field_exact(
         &MatchField::CtLabel {
-            value: 6 << 32,
-            mask: Some(0xffff_ffff << 32),
+            value: Be128::from(6 << 32),
+            mask: Some(Be128::from(0xffff_ffff << 32)),
         },
         "00 01 d9 20 00 00 00 00 00 00 00 00 00 00 00 06\n\
          00 00 00 00 00 00 00 00 00 00 00 00 ff ff ff ff\n\
@@ -290,12 +290,12 @@ fn masked_fields_canonicalise() {
         MatchField::UdpSrcMasked(0x1234, 0xff00),
         MatchField::SctpDst(80, Some(0xffff)),
         MatchField::CtLabel {
-            value: u128::MAX,
-            mask: Some(0xff),
+            value: Be128::from(u128::MAX),
+            mask: Some(Be128::from(0xff)),
         },
         MatchField::CtLabel {
-            value: 5,
-            mask: Some(u128::MAX),
+            value: Be128::from(5),
+            mask: Some(Be128::from(u128::MAX)),
         },
         MatchField::CtMark {
             value: 0xff,
@@ -313,12 +313,12 @@ fn masked_fields_canonicalise() {
                 mask: Some(0xf)
             },
             MatchField::CtLabel {
-                value: 5,
+                value: Be128::from(5),
                 mask: None
             },
             MatchField::CtLabel {
-                value: 0xff,
-                mask: Some(0xff)
+                value: Be128::from(0xff),
+                mask: Some(Be128::from(0xff))
             },
         ]
     );
@@ -443,8 +443,8 @@ fn zero_conntrack_values_print_as_ovs_does() {
             mask: Some(0xf),
         },
         MatchField::CtLabel {
-            value: 0,
-            mask: Some(0xf),
+            value: Be128::from(0),
+            mask: Some(Be128::from(0xf)),
         },
     ];
     assert_eq!(

@@ -26,7 +26,7 @@ use tether::openflow::consts::{
 use tether::openflow::flow::{Category, Flow, Owner, cookie};
 use tether::openflow::msg::Body;
 use tether::openflow::ofctl::format_flow;
-use tether::openflow::oxm::{Match, MatchField, values};
+use tether::openflow::oxm::{Be128, Match, MatchField, values};
 use tether::openflow::packet::{
     NXPIF_NXT_PACKET_IN2, PacketIn2, PacketInProp, PacketOut, set_packet_in_format,
 };
@@ -49,8 +49,8 @@ fn proto(p: u8) -> [MatchField; 2] {
 /// `set_field:<v>/<m>->ct_label`.
 fn label(v: u128, m: u128) -> Action {
     Action::SetField(MatchField::CtLabel {
-        value: v,
-        mask: Some(m),
+        value: Be128::from(v),
+        mask: Some(Be128::from(m)),
     })
 }
 
@@ -136,8 +136,8 @@ fn np_flows() -> Vec<Flow> {
                 mask: Some(ct_state::NEW | ct_state::TRK),
             })
             .matching(MatchField::CtLabel {
-                value: 6,
-                mask: Some(0xffff_ffff),
+                value: Be128::from(6),
+                mask: Some(Be128::from(0xffff_ffff)),
             })
             .goto(14),
         Flow::new(13, 199)
@@ -147,7 +147,7 @@ fn np_flows() -> Vec<Flow> {
                 mask: Some(3),
             })
             .matching(MatchField::CtLabel {
-                value: 0x1_0000_0000_0000_0000_0000_0000_0000,
+                value: Be128::from(0x1_0000_0000_0000_0000_0000_0000_0000),
                 mask: None,
             })
             .goto(14),

@@ -196,7 +196,10 @@ pub fn format_match(fields: &[MatchField], priority: u16) -> String {
         _ => None,
     }));
     parts.extend(fields.iter().filter_map(|f| match f {
-        CtLabel { value, mask } => Some(format!("ct_label={}", hex_u128(*value, *mask))),
+        CtLabel { value, mask } => Some(format!(
+            "ct_label={}",
+            hex_u128(value.get(), mask.map(super::oxm::Be128::get))
+        )),
         _ => None,
     }));
     // The shorthand stands for eth_type (and ip_proto when it names one).
@@ -702,7 +705,10 @@ fn set_field(f: &MatchField) -> String {
             ),
             "ct_mark".into(),
         ),
-        CtLabel { value, mask } => (hex_u128(*value, *mask), "ct_label".into()),
+        CtLabel { value, mask } => (
+            hex_u128(value.get(), mask.map(super::oxm::Be128::get)),
+            "ct_label".into(),
+        ),
         CtState { value, mask } => (hex_masked(*value, *mask), "ct_state".into()),
         Other { .. } => return format!("set_field:{}", raw_oxm(f)),
     };

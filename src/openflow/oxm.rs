@@ -23,6 +23,24 @@ use super::consts::{MATCH_TYPE_OXM, OxmClass};
 /// An Ethernet address.
 pub type Mac = [u8; 6];
 
+/// A 128-bit field value as its big-endian bytes. Byte-aligned on purpose: a `u128` in a
+/// variant aligns the whole [`MatchField`] to 16 bytes and grows every match of every
+/// flow tether holds (the openflow bench's peak RSS went from 62 to 70 MB with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Be128(pub [u8; 16]);
+
+impl Be128 {
+    pub const fn get(self) -> u128 {
+        u128::from_be_bytes(self.0)
+    }
+}
+
+impl From<u128> for Be128 {
+    fn from(v: u128) -> Be128 {
+        Be128(v.to_be_bytes())
+    }
+}
+
 /// One match (or set_field) field. Optional masks are the OXM `hasmask` form; `None` is an
 /// exact match. Fields we do not model decode as [`MatchField::Other`] and encode back
 /// byte for byte.
@@ -62,10 +80,10 @@ pub enum MatchField {
         value: u32,
         mask: Option<u32>,
     },
-    /// Nicira `NXM_NX_CT_LABEL`, 128 bits (the wire's big-endian bytes as a number).
+    /// Nicira `NXM_NX_CT_LABEL`, 128 bits (the wire's big-endian bytes).
     CtLabel {
-        value: u128,
-        mask: Option<u128>,
+        value: Be128,
+        mask: Option<Be128>,
     },
     /// Nicira `NXM_NX_REG<idx>`, idx 0..=15, 32 bits.
     Reg {
@@ -243,11 +261,11 @@ impl MatchField {
                 let (value, mask) = word(value, mask);
                 CtMark { value, mask }
             }
-            CtLabel { value, mask } => match mask {
+            CtLabel { value, mask } => match mask.map(Be128::get) {
                 Some(u128::MAX) | None => CtLabel { value, mask: None },
                 Some(m) => CtLabel {
-                    value: value & m,
-                    mask: Some(m),
+                    value: (value.get() & m).into(),
+                    mask: Some(m.into()),
                 },
             },
             EthDst(v, m) => {
@@ -308,14 +326,7 @@ impl MatchField {
             }
             CtZone(v) => put(&mut payload, &v.to_be_bytes(), None),
             ConjId(v) => put(&mut payload, &v.to_be_bytes(), None),
-            CtLabel { value, mask } => {
-                let m = mask.map(u128::to_be_bytes);
-                put(
-                    &mut payload,
-                    &value.to_be_bytes(),
-                    m.as_ref().map(|m| &m[..]),
-                )
-            }
+            CtLabel { value, mask } => put(&mut payload, &value.0, mask.as_ref().map(|m| &m.0[..])),
             Ipv4Src(v, m) | Ipv4Dst(v, m) => {
                 let m = m.map(|m| m.octets());
                 put(&mut payload, &v.octets(), m.as_ref().map(|m| &m[..]))
@@ -480,8 +491,8 @@ impl MatchField {
                 mask: m.map(u32of),
             },
             (_, NXM_CT_LABEL) => CtLabel {
-                value: u128of(v),
-                mask: m.map(u128of),
+                value: u128of(v).into(),
+                mask: m.map(|m| u128of(m).into()),
             },
             (_, NXM_CT_ZONE) => CtZone(u16v()),
             (_, NXM_CONJ_ID) => ConjId(u32of(v)),
@@ -612,4 +623,20 @@ fn split_xreg(f: MatchField) -> [Option<MatchField>; 2] {
             mask: Some(mask),
         })
     })
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// A match field is held once per field of every flow tether keeps: it stays as small
+    /// as its largest byte-aligned variant (an IPv6 address with its mask), not aligned
+    /// to 16 bytes by a `u128`.
+    #[test]
+    fn a_match_field_is_no_bigger_than_an_ipv6_pair() {
+        assert_eq!(std::mem::align_of::<super::MatchField>(), 8);
+        assert!(
+            std::mem::size_of::<super::MatchField>() <= 40,
+            "{}",
+            std::mem::size_of::<super::MatchField>()
+        );
+    }
 }

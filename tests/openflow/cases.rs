@@ -22,7 +22,7 @@ use tether::openflow::msg::{
     Body, BundleAdd, BundleControl, ErrorMsg, FeaturesReply, FeaturesReply10, Hello, Msg,
     PhyPort10, Port, PortMod10, PortStatus, port_name_field,
 };
-use tether::openflow::oxm::{MatchField, values};
+use tether::openflow::oxm::{Be128, MatchField, values};
 use tether::openflow::packet::{
     NXPIF_NXT_PACKET_IN2, PacketIn2, PacketInProp, PacketOut, set_packet_in_format,
 };
@@ -172,8 +172,8 @@ pub fn np_ct_flow() -> Flow {
             mask: Some(0xf0),
         })
         .matching(MatchField::CtLabel {
-            value: 6 << 32,
-            mask: Some(0xffff_ffff << 32),
+            value: Be128::from(6 << 32),
+            mask: Some(Be128::from(0xffff_ffff << 32)),
         })
         .matching(MatchField::TcpSrcMasked(0x400, 0xfc00))
         .matching(MatchField::TcpDstMasked(0x1000, 0xf000))
@@ -191,8 +191,8 @@ pub fn np_ct_flow() -> Flow {
                 13,
                 vec![
                     Action::SetField(MatchField::CtLabel {
-                        value: 6,
-                        mask: Some(0xffff_ffff),
+                        value: Be128::from(6),
+                        mask: Some(Be128::from(0xffff_ffff)),
                     }),
                     Action::SetField(MatchField::CtMark {
                         value: 1,

@@ -480,8 +480,8 @@ fn action_flows(r: &RuleSpec<'_>) -> Vec<Flow> {
         RuleAction::Allow => {
             let (value, mask) = ct_label(r.direction, c);
             let label = Action::SetField(MatchField::CtLabel {
-                value,
-                mask: Some(mask),
+                value: value.into(),
+                mask: Some(mask.into()),
             });
             [ETH_TYPE_IPV4, ETH_TYPE_IPV6]
                 .into_iter()
@@ -525,8 +525,8 @@ fn metric_flows(r: &RuleSpec<'_>) -> Vec<Flow> {
         RuleAction::Allow => {
             let (value, mask) = ct_label(r.direction, c);
             let label = MatchField::CtLabel {
-                value,
-                mask: Some(mask),
+                value: value.into(),
+                mask: Some(mask.into()),
             };
             [
                 ct(ct_state::NEW | ct_state::TRK, 0),
