@@ -123,6 +123,7 @@ pub fn run(
         if let Some(pr) = Arc::get_mut(&mut probe) {
             pr.policy = Some(status::probe::PolicyProbe {
                 controller: p.controller.clone(),
+                packet_ins: p.rejects.clone(),
                 watches: p.source.status_handle(),
             });
         }

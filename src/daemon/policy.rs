@@ -44,7 +44,7 @@ pub(crate) struct Policy {
     pub heartbeats: Arc<Heartbeats>,
     /// What became of the Reject packet-ins (logged at the stop; `tether status` does
     /// not show them yet).
-    rejects: Arc<Mutex<Counts>>,
+    pub rejects: Arc<Mutex<Counts>>,
     thread: JoinHandle<()>,
     stop: Sender<()>,
     packetin: JoinHandle<()>,

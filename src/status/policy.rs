@@ -71,6 +71,33 @@ pub struct NpStatus {
     pub syncs: u64,
     pub last_error: Option<String>,
     pub policies: Vec<NpPolicy>,
+    /// What the packet-in thread did: Reject answers and audit lines.
+    #[serde(default)]
+    pub packet_ins: PacketIns,
+}
+
+/// The packet-in thread's counts (`controller::policy::packetin::Counts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacketIns {
+    pub rejects: u64,
+    pub answered: u64,
+    pub rate_limited: u64,
+    pub not_answered: u64,
+    pub logged: u64,
+    pub log_rate_limited: u64,
+}
+
+impl From<&crate::controller::policy::packetin::Counts> for PacketIns {
+    fn from(c: &crate::controller::policy::packetin::Counts) -> PacketIns {
+        PacketIns {
+            rejects: c.rejects,
+            answered: c.tcp_resets + c.icmp + c.icmpv6,
+            rate_limited: c.rate_limited,
+            not_answered: c.not_answerable + c.no_ports + c.send_errors,
+            logged: c.logged,
+            log_rate_limited: c.log_rate_limited,
+        }
+    }
 }
 
 /// Counters per conjunction id from the policy flows' descriptions (with statistics).
@@ -112,8 +139,10 @@ pub fn np_status(
     st: PolicyStatus,
     watches: Vec<NpWatch>,
     counters: &BTreeMap<u32, Counters>,
+    packet_ins: PacketIns,
 ) -> NpStatus {
     NpStatus {
+        packet_ins,
         synced: st.synced,
         watches,
         ports: st.ports.map(|p| (p.host, p.uplink)),

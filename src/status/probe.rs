@@ -41,6 +41,7 @@ pub struct Probe {
 /// What the NetworkPolicy status is read from.
 pub struct PolicyProbe {
     pub controller: Arc<crate::controller::policy::PolicyController>,
+    pub packet_ins: Arc<std::sync::Mutex<crate::controller::policy::packetin::Counts>>,
     pub watches: Arc<
         std::sync::Mutex<
             std::collections::BTreeMap<crate::controlplane::Kind, crate::controlplane::WatchStatus>,
@@ -73,7 +74,12 @@ impl PolicyProbe {
             )
             .unwrap_or_default();
         let counters = super::policy::counters(&descs);
-        super::policy::np_status(self.controller.status(), watches, &counters)
+        let packet_ins = self
+            .packet_ins
+            .lock()
+            .map(|c| super::policy::PacketIns::from(&*c))
+            .unwrap_or_default();
+        super::policy::np_status(self.controller.status(), watches, &counters, packet_ins)
     }
 }
 

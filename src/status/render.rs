@@ -219,14 +219,19 @@ fn human_policy(o: &mut String, np: &super::policy::NpStatus) {
             )
         })
         .collect();
+    let pi = &np.packet_ins;
     o.push_str(&format!(
-        "\nNETWORKPOLICY  {}; {} flows; {}{}\n",
+        "\nNETWORKPOLICY  {}; {} flows; {}; rejects answered {}/{} ({} over the rate limit); audit lines {}{}\n",
         watches.join(", "),
         np.flows,
         match np.ports {
             Some((h, u)) => format!("VM pair {h}<->{u}"),
             None => "VM not attached".into(),
         },
+        pi.answered,
+        pi.rejects,
+        pi.rate_limited,
+        pi.logged,
         np.last_error
             .as_ref()
             .map(|e| format!("; last error: {}", printable(e)))
@@ -525,6 +530,30 @@ fn prometheus_policy(o: &mut String, np: &super::policy::NpStatus) {
         &[
             ("{state=\"all\"}".into(), np.policies.len().to_string()),
             ("{state=\"realized\"}".into(), realized.to_string()),
+        ],
+    );
+    let pi = &np.packet_ins;
+    metric(
+        o,
+        "tether_networkpolicy_packetins_total",
+        "counter",
+        "Packet-ins from policy flows, by what became of them.",
+        &[
+            ("{what=\"reject\"}".into(), pi.rejects.to_string()),
+            ("{what=\"answered\"}".into(), pi.answered.to_string()),
+            (
+                "{what=\"rate_limited\"}".into(),
+                pi.rate_limited.to_string(),
+            ),
+            (
+                "{what=\"not_answered\"}".into(),
+                pi.not_answered.to_string(),
+            ),
+            ("{what=\"audit_logged\"}".into(), pi.logged.to_string()),
+            (
+                "{what=\"audit_rate_limited\"}".into(),
+                pi.log_rate_limited.to_string(),
+            ),
         ],
     );
     metric(

@@ -488,6 +488,13 @@ fn with_policy() -> Snapshot {
         flows: 35,
         syncs: 4,
         last_error: None,
+        packet_ins: super::policy::PacketIns {
+            rejects: 4,
+            answered: 3,
+            rate_limited: 1,
+            logged: 2,
+            ..Default::default()
+        },
         policies: vec![NpPolicy {
             name: "uid-1".into(),
             source: "AntreaNetworkPolicy vm-ns/annp1".into(),
@@ -522,7 +529,7 @@ fn human_networkpolicy_section() {
     assert_eq!(
         section,
         "
-NETWORKPOLICY  networkpolicies synced, addressgroups not synced (503); 35 flows; VM pair 2<->1
+NETWORKPOLICY  networkpolicies synced, addressgroups not synced (503); 35 flows; VM pair 2<->1; rejects answered 3/4 (1 over the rate limit); audit lines 2
 POLICY                           GEN         RULE               ACTION  TABLE/PRIO  PACKETS  BYTES  SESSIONS  STATE
 AntreaNetworkPolicy vm-ns/annp1  2 reported  In ingress-drop-0  Drop    100/32544   12       888    12        realized
 "
@@ -539,6 +546,7 @@ fn prometheus_networkpolicy() {
         format!("tether_networkpolicy_rule_sessions_total{labels} 12"),
         "tether_networkpolicies{state=\"realized\"} 1".to_string(),
         "tether_networkpolicy_synced 1".to_string(),
+        "tether_networkpolicy_packetins_total{what=\"rate_limited\"} 1".to_string(),
     ] {
         assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
     }
