@@ -193,13 +193,7 @@ fn updates(mut b: &[u8]) -> Result<Vec<Update>, WireError> {
 mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::testing::hex;
 
     #[test]
     fn request_bytes() {

@@ -638,13 +638,7 @@ impl BundleAdd {
 mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::testing::hex;
 
     /// Each vector as `ovs-ofctl ofp-print` (OVS 3.1) reads it:
     /// `OFPT_SET_CONFIG (OF1.5) (xid=0x7): frags=normal miss_send_len=65535`,

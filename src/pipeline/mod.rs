@@ -129,11 +129,13 @@ pub mod reg {
     pub const TC_TARGET_PORT: u8 = 9;
 }
 
-fn load((idx, value, mask): (u8, u32, u32)) -> Action {
+/// Load a register mark `(register, value, mask)`.
+pub(crate) fn load((idx, value, mask): (u8, u32, u32)) -> Action {
     Action::load_reg(idx, value, mask)
 }
 
-fn match_reg((idx, value, mask): (u8, u32, u32)) -> MatchField {
+/// Match a register mark `(register, value, mask)`.
+pub(crate) fn match_reg((idx, value, mask): (u8, u32, u32)) -> MatchField {
     MatchField::Reg {
         idx,
         value,

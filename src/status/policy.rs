@@ -27,38 +27,7 @@ pub struct NpWatch {
     pub last_error: Option<String>,
 }
 
-/// A rule's traffic, from its metric flows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    pub packets: u64,
-    pub bytes: u64,
-    pub sessions: u64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NpRule {
-    pub name: String,
-    pub direction: String,
-    pub action: String,
-    pub conj_id: u32,
-    pub table: u8,
-    pub priority: u16,
-    pub flows: usize,
-    /// `realized`, or why not.
-    pub state: String,
-    pub counters: Counters,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NpPolicy {
-    pub name: String,
-    pub source: String,
-    pub generation: i64,
-    pub realized: bool,
-    /// The generation antrea-controller has from tether.
-    pub reported: Option<i64>,
-    pub rules: Vec<NpRule>,
-}
+pub use crate::controller::policy::{Counters, PolicyView as NpPolicy, RuleView as NpRule};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NpStatus {
@@ -141,6 +110,10 @@ pub fn np_status(
     counters: &BTreeMap<u32, Counters>,
     packet_ins: PacketIns,
 ) -> NpStatus {
+    let mut policies = st.policies;
+    for r in policies.iter_mut().flat_map(|p| p.rules.iter_mut()) {
+        r.counters = counters.get(&r.conj_id).copied().unwrap_or_default();
+    }
     NpStatus {
         packet_ins,
         synced: st.synced,
@@ -149,32 +122,7 @@ pub fn np_status(
         flows: st.flows,
         syncs: st.syncs_total,
         last_error: st.last_error,
-        policies: st
-            .policies
-            .into_iter()
-            .map(|p| NpPolicy {
-                name: p.name,
-                source: p.source,
-                generation: p.generation,
-                realized: p.realized,
-                reported: p.reported,
-                rules: p
-                    .rules
-                    .into_iter()
-                    .map(|r| NpRule {
-                        counters: counters.get(&r.conj_id).copied().unwrap_or_default(),
-                        name: r.name,
-                        direction: r.direction,
-                        action: r.action,
-                        conj_id: r.conj_id,
-                        table: r.table,
-                        priority: r.priority,
-                        flows: r.flows,
-                        state: r.state,
-                    })
-                    .collect(),
-            })
-            .collect(),
+        policies,
     }
 }
 

@@ -42,8 +42,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One rule as `tether status` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A rule's traffic, from its metric flows' statistics (`status::policy::counters`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub sessions: u64,
+}
+
+/// One rule as `tether status` shows it (its JSON is `tether status --json`'s).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RuleView {
     pub name: String,
     pub direction: String,
@@ -54,10 +62,12 @@ pub struct RuleView {
     pub flows: usize,
     /// `realized`, or why not.
     pub state: String,
+    /// Filled in by the status probe (zero here).
+    pub counters: Counters,
 }
 
 /// One policy as `tether status` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PolicyView {
     pub name: String,
     /// `<type> <namespace>/<name>` of the Antrea policy it comes from.
@@ -395,6 +405,7 @@ fn policy_views(compiled: &Compiled, state: &State) -> Vec<PolicyView> {
             priority: r.priority,
             flows: r.flows.len(),
             state,
+            counters: Counters::default(),
         });
     }
     views

@@ -84,17 +84,7 @@ pub struct VmPorts {
     pub uplink: u32,
 }
 
-fn load((idx, value, mask): (u8, u32, u32)) -> Action {
-    Action::load_reg(idx, value, mask)
-}
-
-fn match_reg((idx, value, mask): (u8, u32, u32)) -> MatchField {
-    MatchField::Reg {
-        idx,
-        value,
-        mask: Some(mask),
-    }
-}
+use crate::pipeline::{load, match_reg};
 
 /// `ct_state` with the bits of `plus` set and those of `minus` clear.
 fn ct(plus: u32, minus: u32) -> MatchField {

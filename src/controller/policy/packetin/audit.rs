@@ -149,13 +149,7 @@ mod tests {
     use super::*;
     use crate::pipeline::policy::reject::parse;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::testing::hex;
 
     fn rule(disposition: &str, label: &str) -> LoggedRule {
         LoggedRule {

@@ -12,13 +12,7 @@ use crate::pipeline::policy::{VmPorts, log_userdata, reject_userdata};
 
 const PORTS: VmPorts = VmPorts { host: 3, uplink: 2 };
 
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
+use crate::testing::hex;
 
 /// A SYN 192.0.2.1:40000 → 192.0.2.10:5201 and a UDP datagram the same way.
 fn syn() -> Vec<u8> {
