@@ -3,8 +3,8 @@
 # example program examples/bench_<group>.rs; every measure prints one line
 #   bench <name>: tether=<n><unit> baseline=<n><unit> ratio=<tether/baseline>
 # with the baseline measured in the same run. Groups: ovsdb openflow kube trafficcontrol
-# externalnode daemon (those not built yet are reported and skipped). Run as root: the
-# benchmarks start real OVS daemons in private network namespaces.
+# externalnode daemon networkpolicy (those not built yet are reported and skipped). Run as
+# root: the benchmarks start real OVS daemons in private network namespaces.
 # The `externalnode` group runs twice: here on the userspace datapath, then in the kernel
 # tier's VM (scripts/kernel-vm.sh) on the kernel datapath, its lines ending in `_system`
 # (TETHER_SKIP_KERNEL_TIER=1: not there).
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(ovsdb openflow kube trafficcontrol externalnode daemon)
+all=(ovsdb openflow kube trafficcontrol externalnode daemon networkpolicy)
 groups=("$@")
 (( ${#groups[@]} )) || groups=("${all[@]}")
 export TETHER_TEST_TIMEOUT_SCALE=${TETHER_TEST_TIMEOUT_SCALE:-4}
