@@ -9,8 +9,9 @@
 # tier's VM (scripts/kernel-vm.sh) on the kernel datapath, its lines ending in `_system`
 # (TETHER_SKIP_KERNEL_TIER=1: not there).
 # tether is built in release mode. The benchmark programs are built with the `bench`
-# profile (release settings, but panics unwind): a failing benchmark still runs its
-# guards, which stop the OVS daemons it started and remove its namespaces. Their waits
+# profile (release settings; its panics abort: Cargo ignores `panic` for it), so a failing
+# benchmark does not run its guards: the EXIT trap's cleanup-stale.sh stops the OVS
+# daemons it started and removes its namespaces. Their waits
 # (not their measures) allow TETHER_TEST_TIMEOUT_SCALE (default 4) times the usual, for a
 # busy machine.
 set -euo pipefail
