@@ -602,23 +602,6 @@ impl BridgeDb {
         Ok(())
     }
 
-    /// The bridge's `fail_mode` (`None`: unset, which OVS treats as standalone).
-    pub fn fail_mode(&self) -> Result<Option<String>, OvsdbError> {
-        let r = self.client.transact(&[Op::Select {
-            table: "Bridge".into(),
-            conditions: vec![Condition::uuid(&self.uuid())],
-            columns: Some(vec!["fail_mode".into()]),
-        }])?;
-        Ok(r.first()
-            .and_then(|r| r.rows.first())
-            .and_then(|row| row.get("fail_mode"))
-            .and_then(|d| {
-                d.atoms()
-                    .first()
-                    .and_then(|a| a.as_str().map(str::to_string))
-            }))
-    }
-
     /// Set (`Some`) or remove (`None`) one of the bridge's external_ids.
     pub fn set_bridge_external_id(&self, key: &str, value: Option<&str>) -> Result<(), OvsdbError> {
         match value {

@@ -249,11 +249,7 @@ fn human_policy(o: &mut String, np: &super::policy::NpStatus) {
         "STATE".into(),
     ]];
     for p in &np.policies {
-        let head = if p.source.is_empty() {
-            printable(&p.name)
-        } else {
-            printable(&p.source)
-        };
+        let head = printable(p.title());
         let generation = match p.reported {
             Some(r) if r == p.generation => format!("{} reported", p.generation),
             _ => p.generation.to_string(),
@@ -485,11 +481,7 @@ fn prometheus_policy(o: &mut String, np: &super::policy::NpStatus) {
                     (
                         format!(
                             "{{policy=\"{}\",rule=\"{}\",direction=\"{}\",action=\"{}\"}}",
-                            label(if p.source.is_empty() {
-                                &p.name
-                            } else {
-                                &p.source
-                            }),
+                            label(p.title()),
                             label(&r.name),
                             label(&r.direction),
                             label(&r.action)

@@ -204,11 +204,7 @@ pub fn gather(cfg: &Config, o: &Options) -> Result<(Vec<FlowDesc>, Names), CmdEr
             names.add_nic(nic);
         }
         for p in snap.network_policy.iter().flat_map(|np| &np.policies) {
-            let policy = if p.source.is_empty() {
-                &p.name
-            } else {
-                &p.source
-            };
+            let policy = p.title();
             for r in &p.rules {
                 names.add_rule(r.conj_id, &format!("{policy} {} {}", r.direction, r.name));
             }

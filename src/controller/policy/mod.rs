@@ -79,6 +79,17 @@ pub struct PolicyView {
     pub rules: Vec<RuleView>,
 }
 
+impl PolicyView {
+    /// What to call the policy: the Antrea policy it comes from, else its internal name.
+    pub fn title(&self) -> &str {
+        if self.source.is_empty() {
+            &self.name
+        } else {
+            &self.source
+        }
+    }
+}
+
 /// The controller's state for `tether status` and the metrics.
 #[derive(Clone, Debug, Default)]
 pub struct PolicyStatus {
@@ -201,29 +212,23 @@ impl PolicyController {
             // The flows on the switch stay as they are; they match only the pair's ports.
             return Ok(());
         };
-        let compiled = match Some(ports) {
-            Some(p) => match inner.compiler.compile(&state, p) {
-                Ok(c) => Some(c),
-                // Nothing changed in the compiler: the flows on the switch stay.
-                Err(e) => {
-                    let why = format!("compiling the policies: {e}");
-                    inner.status.last_error = Some(why.clone());
-                    return Err(why);
-                }
-            },
-            None => None,
+        let compiled = match inner.compiler.compile(&state, ports) {
+            Ok(c) => c,
+            // Nothing changed in the compiler: the flows on the switch stay.
+            Err(e) => {
+                let why = format!("compiling the policies: {e}");
+                inner.status.last_error = Some(why.clone());
+                return Err(why);
+            }
         };
         let generations: BTreeMap<String, i64> = state
             .applied_policies()
             .map(|p| (p.name.clone(), p.generation))
             .collect();
-        let views = compiled
-            .as_ref()
-            .map(|c| policy_views(c, &state))
-            .unwrap_or_default();
+        let views = policy_views(&compiled, &state);
         drop(state);
 
-        let sets: Vec<(Owner, Vec<Flow>)> = compiled.as_ref().map(owners_of).unwrap_or_default();
+        let sets: Vec<(Owner, Vec<Flow>)> = owners_of(&compiled);
         let wanted: BTreeSet<Owner> = sets.iter().map(|(o, _)| *o).collect();
         let mut all = sets;
         for gone in inner.installed.difference(&wanted) {
@@ -255,12 +260,8 @@ impl PolicyController {
         inner.status.last_error = None;
         inner.status.flows = flow_count;
         inner.status.policies = views;
-        // Realized: applied to this node, and the pair is there to apply it to.
-        inner.realized = if compiled.is_some() {
-            generations
-        } else {
-            BTreeMap::new()
-        };
+        // Realized: every policy applied to this node, its flows now on the switch.
+        inner.realized = generations;
         Ok(())
     }
 

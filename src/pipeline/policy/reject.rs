@@ -34,17 +34,16 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-const ETH_TYPE_IPV4: u16 = 0x0800;
-const ETH_TYPE_IPV6: u16 = 0x86dd;
+use crate::openflow::oxm::values::{ETH_TYPE_IPV4, ETH_TYPE_IPV6};
+/// The IP protocol numbers, under the short names the packet code uses.
+pub use crate::openflow::oxm::values::{
+    IP_PROTO_ICMP as PROTO_ICMP, IP_PROTO_ICMPV6 as PROTO_ICMPV6, IP_PROTO_SCTP as PROTO_SCTP,
+    IP_PROTO_TCP as PROTO_TCP, IP_PROTO_UDP as PROTO_UDP,
+};
+
 /// 802.1Q and 802.1ad tag protocol identifiers.
 const TPIDS: [u16; 2] = [0x8100, 0x88a8];
 const ETH_HEADER: usize = 14;
-
-pub const PROTO_ICMP: u8 = 1;
-pub const PROTO_TCP: u8 = 6;
-pub const PROTO_UDP: u8 = 17;
-pub const PROTO_ICMPV6: u8 = 58;
-pub const PROTO_SCTP: u8 = 132;
 
 /// TTL and hop limit of an answer (Linux's default).
 pub const TTL: u8 = 64;
