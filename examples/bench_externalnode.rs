@@ -134,14 +134,14 @@ ip addr flush dev 'eth1~' scope global; ip link set eth1 up
 ip addr add 192.0.2.10/24 dev eth1; ip -6 addr add 2001:db8:1::10/64 dev eth1
 ip route replace default via 192.0.2.1 dev eth1; ip -6 route replace default via 2001:db8:1::1 dev eth1
 H=$(ovs-vsctl --timeout=10 get Interface eth1 ofport); U=$(ovs-vsctl --timeout=10 get Interface 'eth1~' ofport)
-printf 'table=2,priority=190,in_port=%s,actions=set_field:%s->reg1,set_field:0x200000/0x600000->reg0,goto_table:3\ntable=2,priority=190,in_port=%s,actions=set_field:%s->reg1,set_field:0x200000/0x600000->reg0,goto_table:3\n' $H $U $U $H \
+printf 'table=70,priority=190,in_port=%s,actions=set_field:%s->reg1,set_field:0x200000/0x600000->reg0,goto_table:80\ntable=70,priority=190,in_port=%s,actions=set_field:%s->reg1,set_field:0x200000/0x600000->reg0,goto_table:80\n' $H $U $U $H \
   | ovs-ofctl --timeout=10 -O OpenFlow15 --bundle add-flows br-int -
 "#;
 
 const BASELINE_UNDO: &str = r#"
 H=$(ovs-vsctl --timeout=10 get Interface eth1 ofport); U=$(ovs-vsctl --timeout=10 get Interface 'eth1~' ofport)
-ovs-ofctl --timeout=10 -O OpenFlow15 del-flows br-int "table=2,in_port=$H"
-ovs-ofctl --timeout=10 -O OpenFlow15 del-flows br-int "table=2,in_port=$U"
+ovs-ofctl --timeout=10 -O OpenFlow15 del-flows br-int "table=70,in_port=$H"
+ovs-ofctl --timeout=10 -O OpenFlow15 del-flows br-int "table=70,in_port=$U"
 ovs-vsctl --timeout=10 del-port br-int eth1 -- del-port br-int 'eth1~'
 ip link set 'eth1~' down; ip link set 'eth1~' name eth1; ip link set eth1 up
 ip addr add 192.0.2.10/24 dev eth1; ip -6 addr add 2001:db8:1::10/64 dev eth1

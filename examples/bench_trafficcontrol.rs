@@ -105,7 +105,7 @@ fn mark_flows(sb: &common::Sandbox, bridge: &str) -> usize {
         "--no-stats",
         "dump-flows",
         bridge,
-        "table=3,cookie=0x10000000000/0xff0000000000",
+        "table=80,cookie=0x10000000000/0xff0000000000",
     ])
     .unwrap_or_default()
     .lines()
@@ -254,8 +254,8 @@ fn cold_start(sb: &common::Sandbox, bin: &std::path::Path, tag: &str) {
     // Baseline: the same mark flows (and the L2 flows) through ovs-ofctl on a fresh bridge.
     let mut text = String::new();
     for i in 0..PODS {
-        text.push_str(&format!("cookie=0x1010000000001,table=3,priority=200,in_port={},actions=set_field:{}->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\n", i + 1, 6000 + i % TARGETS));
-        text.push_str(&format!("cookie=0x1000000000001,table=2,priority=200,dl_dst={},actions=set_field:{}->reg1,set_field:0x200000/0x600000->reg0,goto_table:3\n", mac(i), i + 1));
+        text.push_str(&format!("cookie=0x1010000000001,table=80,priority=200,in_port={},actions=set_field:{}->reg9,set_field:0x400000/0xc00000->reg4,goto_table:90\n", i + 1, 6000 + i % TARGETS));
+        text.push_str(&format!("cookie=0x1000000000001,table=70,priority=200,dl_dst={},actions=set_field:{}->reg1,set_field:0x200000/0x600000->reg0,goto_table:80\n", mac(i), i + 1));
     }
     let f = sb.path("base.flows");
     std::fs::write(&f, text).unwrap();
@@ -456,7 +456,7 @@ fn label_flips(sb: &common::Sandbox) {
     let mut isolated = timed_flips(&stores, &c, 400, Duration::from_millis(50));
     // Baseline: shelling out one bundle with the two flows a flip changes.
     let f = sb.path("flip.flows");
-    std::fs::write(&f, "cookie=0x1,table=3,priority=200,in_port=1,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\ncookie=0x1,table=3,priority=200,in_port=2,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:4\n").unwrap();
+    std::fs::write(&f, "cookie=0x1,table=80,priority=200,in_port=1,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:90\ncookie=0x1,table=80,priority=200,in_port=2,actions=set_field:0x3->reg9,set_field:0x400000/0xc00000->reg4,goto_table:90\n").unwrap();
     let mut base = Vec::new();
     for _ in 0..50 {
         let t = Instant::now();
