@@ -124,6 +124,18 @@ fn ports_of_every_kind_with_exact_columns() {
     let p = br.create_port(&spec).unwrap();
     let ofport = br.get_ofport("eth1").unwrap();
     assert!(ofport > 0);
+    // ovs-vswitchd sets the configured MAC on the device after it has given the port its
+    // ofport, and reports it in `mac_in_use` on its next status pass: on a busy machine
+    // (CI run 15, beside a 5,000-port benchmark) the first read still had the kernel's
+    // random MAC. Wait for that pass; the row is then asserted whole.
+    common::wait_for(
+        common::patience(Duration::from_secs(5)),
+        "mac_in_use of eth1 to report its configured MAC",
+        || {
+            (row(&sb, "Interface", "eth1", "mac_in_use") == json!(["02:00:00:00:01:10"]))
+                .then_some(())
+        },
+    );
     let r = row(&sb, "Interface", "eth1", "type,mac,mac_in_use,ofport,error");
     assert_eq!(
         r,
