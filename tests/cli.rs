@@ -293,7 +293,13 @@ fn run_logs_for_journald_and_stops_on_sigterm_during_startup() {
         c.env("NOTIFY_SOCKET", &notify_path);
         let mut child = c.spawn().unwrap();
         let mut buf = [0u8; 512];
-        let n = notify.recv(&mut buf).unwrap();
+        // A signal to this test process (CI run 16) interrupts the wait: wait again.
+        let n = loop {
+            match notify.recv(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r.unwrap(),
+            }
+        };
         let status = String::from_utf8_lossy(&buf[..n]).to_string();
         assert!(
             status.starts_with(&format!(
