@@ -183,6 +183,88 @@ fn undo_puts_the_set_back_in_reverse_order() {
 }
 
 #[test]
+fn a_patch_sends_only_what_it_names() {
+    let mut set = FlowSet::new(3);
+    let ck = cookie(3, A.category, A.object);
+    let p = set
+        .plan_apply(A, vec![flow(1, 10), flow(2, 20), flow(3, 30)])
+        .unwrap();
+    set.commit(p);
+    // 4 added; 3 removed; 2 changed; 1 named again as installed (nothing); 9 removed but
+    // never held (nothing); 2 also named for removal (changed, not deleted).
+    let plan = set
+        .plan_patch(
+            A,
+            vec![flow(4, 40), flow(2, 21), flow(1, 10)],
+            vec![flow(3, 30).key, flow(9, 90).key, flow(2, 20).key],
+        )
+        .unwrap();
+    assert_eq!(
+        summary(&plan.mods),
+        vec![
+            (FlowModCommand::DELETE_STRICT, 3, ck),
+            (FlowModCommand::MODIFY_STRICT, 2, ck),
+            (FlowModCommand::ADD, 4, ck),
+        ]
+    );
+    set.commit(plan);
+    assert_eq!(set.flows(A), vec![flow(1, 10), flow(2, 21), flow(4, 40)]);
+    assert_eq!(set.len(), 3);
+    // The result is what a full apply of the same flows would have left: nothing to do.
+    let plan = set
+        .plan_apply(A, vec![flow(1, 10), flow(2, 21), flow(4, 40)])
+        .unwrap();
+    assert!(plan.is_empty());
+    // Conflicts as for a full apply: another category's key, or one key twice.
+    let p = set.plan_apply(B, vec![flow(7, 70)]).unwrap();
+    set.commit(p);
+    let err = set.plan_patch(A, vec![flow(7, 71)], vec![]).unwrap_err();
+    assert!(matches!(err, OfError::Conflict { .. }), "{err}");
+    let err = set
+        .plan_patch(A, vec![flow(5, 1), flow(5, 2)], vec![])
+        .unwrap_err();
+    assert!(matches!(err, OfError::Conflict { .. }), "{err}");
+    // Removing everything leaves no owner behind.
+    let keys = set.flows(A).into_iter().map(|f| f.key).collect();
+    let p = set.plan_patch(A, vec![], keys).unwrap();
+    assert_eq!(p.mods.len(), 3);
+    set.commit(p);
+    assert_eq!(set.owners().collect::<Vec<_>>(), vec![B]);
+    assert_eq!(set.len(), 1);
+}
+
+#[test]
+fn an_undone_patch_puts_back_exactly_the_keys_it_touched() {
+    let a2 = Owner {
+        category: Category::TRAFFIC_CONTROL,
+        object: 8,
+    };
+    let mut set = FlowSet::new(1);
+    let p = set.plan_apply(A, vec![flow(1, 10), flow(2, 20)]).unwrap();
+    set.commit(p);
+    let p = set.plan_apply(a2, vec![flow(5, 50)]).unwrap();
+    set.commit(p);
+    // Changes 1, removes 2, adds 3, takes 5 over from a2 (same category).
+    let p = set
+        .plan_patch(
+            A,
+            vec![flow(1, 11), flow(3, 30), flow(5, 51)],
+            vec![flow(2, 20).key],
+        )
+        .unwrap();
+    let u = set.commit_undoable(p);
+    assert_eq!(set.flows(A), vec![flow(1, 11), flow(3, 30), flow(5, 51)]);
+    assert_eq!(set.flows(a2), vec![]);
+    set.undo(u);
+    assert_eq!(set.flows(A), vec![flow(1, 10), flow(2, 20)]);
+    assert_eq!(set.flows(a2), vec![flow(5, 50)]);
+    assert_eq!(set.len(), 3);
+    // The holder index follows: B may not have A's key 2, and a2's 5 is a2's again.
+    assert!(set.plan_apply(B, vec![flow(2, 20)]).is_err());
+    assert!(set.plan_apply(a2, vec![flow(5, 50)]).unwrap().is_empty());
+}
+
+#[test]
 fn owners_cannot_take_each_others_flows() {
     let mut set = FlowSet::new(1);
     let p = set.plan_apply(A, vec![flow(1, 10)]).unwrap();

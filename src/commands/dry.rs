@@ -15,7 +15,7 @@ use crate::controller::externalnode::EnController;
 use crate::controller::interfaces::Interfaces;
 use crate::controller::{Bridge, Datapath, Flows};
 use crate::netlink::{Addr, DevSysctl, Link, LinkError, LinkFlags, Links, Route};
-use crate::openflow::{Flow, OfError, Owner};
+use crate::openflow::{Flow, FlowChange, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortData, PortKind, PortSpec, Uuid};
 
 /// A port change `run` would make.
@@ -84,6 +84,10 @@ impl Recorder {
 
     pub fn desired_flows(&self) -> BTreeMap<Owner, Vec<Flow>> {
         self.lock().flows.clone()
+    }
+
+    pub fn flows_of(&self, owner: Owner) -> Vec<Flow> {
+        self.lock().flows.get(&owner).cloned().unwrap_or_default()
     }
 
     pub fn set_flows(&self, owner: Owner, flows: Vec<Flow>) {
@@ -243,6 +247,14 @@ impl Flows for DryFlows {
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         self.0.set_flows(owner, Vec::new());
         Ok(())
+    }
+
+    fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
+        for (owner, change) in changes {
+            let flows = change.applied_to(self.0.flows_of(owner));
+            self.0.set_flows(owner, flows);
+        }
+        Vec::new()
     }
 
     fn set_no_flood(&self, _: u32, _: bool) -> Result<(), OfError> {

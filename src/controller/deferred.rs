@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::controller::Flows;
-use crate::openflow::{Category, Flow, OfError, Owner};
+use crate::openflow::{Category, Flow, FlowChange, OfError, Owner};
 
 /// What a flush did: the owners whose flows failed, and the old round's delete (None when
 /// there was none to do).
@@ -132,6 +132,34 @@ impl Flows for DeferredFlows {
             return Vec::new();
         }
         self.inner.apply_many(now)
+    }
+
+    /// As `apply_many`: a deferred owner's change is made to its collected flows (a patch
+    /// of an owner not collected goes to the backend, which holds its flows).
+    fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
+        let mut pending = self.lock();
+        let now: Vec<(Owner, FlowChange)> = match pending.as_mut() {
+            Some(collected) => changes
+                .into_iter()
+                .filter_map(|(owner, change)| {
+                    let collect = self.defers(owner)
+                        && (collected.contains_key(&owner)
+                            || matches!(change, FlowChange::Replace(_)));
+                    if !collect {
+                        return Some((owner, change));
+                    }
+                    let flows = collected.remove(&owner).unwrap_or_default();
+                    collected.insert(owner, change.applied_to(flows));
+                    None
+                })
+                .collect(),
+            None => changes,
+        };
+        drop(pending);
+        if now.is_empty() {
+            return Vec::new();
+        }
+        self.inner.change_many(now)
     }
 
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
@@ -256,5 +284,33 @@ mod tests {
         assert_eq!(inner.of(en), vec![flow(9)]);
         d.apply(en, vec![flow(10)]).unwrap();
         assert_eq!(inner.of(en), vec![flow(10)]);
+    }
+
+    #[test]
+    fn changes_patch_the_collected_flows_and_pass_through_after_the_flush() {
+        let inner = Arc::new(FakeFlows::default());
+        let d = DeferredFlows::new(inner.clone(), Scope::AllBut(Category::EXTERNAL_NODE));
+        let np = Owner::new(Category::NETWORK_POLICY, 2);
+        let patch = |add: Vec<Flow>, remove: Vec<Flow>| FlowChange::Patch {
+            add,
+            remove: remove.into_iter().map(|f| f.key).collect(),
+        };
+        assert!(
+            d.change_many(vec![(np, FlowChange::Replace(vec![flow(1), flow(2)]))])
+                .is_empty()
+        );
+        assert!(
+            d.change_many(vec![(np, patch(vec![flow(3)], vec![flow(1)]))])
+                .is_empty()
+        );
+        assert!(inner.of(np).is_empty(), "collected, not sent");
+        assert!(d.flush(None).0.is_empty());
+        assert_eq!(inner.of(np), vec![flow(2), flow(3)]);
+        // After the flush the backend patches what it holds.
+        assert!(
+            d.change_many(vec![(np, patch(vec![flow(4)], vec![flow(2)]))])
+                .is_empty()
+        );
+        assert_eq!(inner.of(np), vec![flow(3), flow(4)]);
     }
 }

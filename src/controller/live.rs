@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::interfaces::Interfaces;
 use super::traits::{Bridge, Datapath, Flows, HostNetwork};
 use crate::hostnet::{HostNetError, Networkd};
-use crate::openflow::{Flow, OfError, OfFlows, Owner};
+use crate::openflow::{Flow, FlowChange, OfError, OfFlows, Owner};
 use crate::ovsdb::{BridgeDb, OvsdbError, PortSpec, Uuid};
 
 /// The daemon's bridge: [`BridgeDb`] plus an interface store rebuilt only when the OVSDB
@@ -131,6 +131,9 @@ impl Flows for OfFlows {
     }
     fn apply_many(&self, sets: Vec<(Owner, Vec<Flow>)>) -> Vec<(Owner, OfError)> {
         OfFlows::apply_many(self, sets)
+    }
+    fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
+        OfFlows::change_many(self, changes)
     }
     fn remove(&self, owner: Owner) -> Result<(), OfError> {
         OfFlows::remove(self, owner)

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::interfaces::Interfaces;
 use crate::hostnet::HostNetError;
-use crate::openflow::{Flow, OfError, Owner};
+use crate::openflow::{Flow, FlowChange, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortSpec, Uuid};
 
 /// The bridge's ports and external_ids in OVSDB.
@@ -81,6 +81,29 @@ pub trait Flows: Send + Sync {
         sets.into_iter()
             .filter_map(|(owner, flows)| self.apply(owner, flows).err().map(|e| (owner, e)))
             .collect()
+    }
+    /// Several owners' flows replaced or patched ([`FlowChange`]), as one bundle where the
+    /// backend can; returns the owners that failed, as [`Flows::apply_many`]. The default
+    /// replaces through `apply_many` and refuses every patch (the caller then replaces
+    /// those owners); the backends that keep each owner's flows patch them.
+    fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
+        let mut sets = Vec::new();
+        let mut refused = Vec::new();
+        for (owner, change) in changes {
+            match change {
+                FlowChange::Replace(flows) => sets.push((owner, flows)),
+                FlowChange::Patch { .. } => {
+                    refused.push((owner, OfError::Unsupported("patching flows".into())));
+                }
+            }
+        }
+        let mut failed = if sets.is_empty() {
+            Vec::new()
+        } else {
+            self.apply_many(sets)
+        };
+        failed.extend(refused);
+        failed
     }
     /// Delete every flow of `owner`.
     fn remove(&self, owner: Owner) -> Result<(), OfError>;

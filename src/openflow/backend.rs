@@ -33,7 +33,7 @@ use super::consts::{Version, port};
 use super::dump::{dumped_flows, flow_dump_request};
 use super::flow::{Flow, Owner, ROUND_MASK};
 use super::flowmod::{FlowDesc, FlowMod};
-use super::flowset::FlowSet;
+use super::flowset::{FlowChange, FlowSet};
 use super::msg::{Body, Port};
 use super::shared::{Batches, Counts, Op, Shared, State, first_error};
 
@@ -250,6 +250,19 @@ impl OfFlows {
             .shared
             .submit_many(sets.into_iter().map(|(o, f)| Op::Apply(o, f)).collect());
         failed_owners(owners, results)
+    }
+
+    /// Several owners' flows replaced or patched, in one bundle (as [`OfFlows::apply_many`]).
+    pub fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
+        let owners: Vec<Owner> = changes.iter().map(|(o, _)| *o).collect();
+        let ops = changes
+            .into_iter()
+            .map(|(o, c)| match c {
+                FlowChange::Replace(flows) => Op::Apply(o, flows),
+                FlowChange::Patch { add, remove } => Op::Patch(o, add, remove),
+            })
+            .collect();
+        failed_owners(owners, self.shared.submit_many(ops))
     }
 
     pub fn remove(&self, owner: Owner) -> Result<(), OfError> {

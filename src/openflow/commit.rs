@@ -84,6 +84,7 @@ impl Shared {
             let again = (!alone).then(|| req.op.clone());
             let plan = match req.op {
                 Op::Apply(owner, flows) => st.set.plan_apply(owner, flows),
+                Op::Patch(owner, add, remove) => st.set.plan_patch(owner, add, remove),
                 Op::Remove(owner) => Ok(st.set.plan_remove(owner)),
                 Op::DeleteRound(round) => {
                     // No change to the set: the old round's flows are not in it. After the

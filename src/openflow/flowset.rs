@@ -83,6 +83,41 @@ enum Holders {
     Many(Vec<Owner>),
 }
 
+/// How one owner's flows are to change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlowChange {
+    /// Exactly these flows (the difference to what is installed is computed).
+    Replace(Vec<Flow>),
+    /// These flows added (or changed) and these keys removed, the rest untouched: for a
+    /// caller that knows what changed in a large owner (one member of a 10,000-member
+    /// AddressGroup), so neither side rebuilds or compares the other flows.
+    Patch {
+        add: Vec<Flow>,
+        remove: Vec<FlowKey>,
+    },
+}
+
+impl FlowChange {
+    /// `flows` (one owner's) after this change, for a backend that keeps plain lists: a
+    /// patch's flows replace those with their keys, its removed keys go, the rest stay.
+    pub fn applied_to(self, flows: Vec<Flow>) -> Vec<Flow> {
+        match self {
+            FlowChange::Replace(next) => next,
+            FlowChange::Patch { add, remove } => {
+                let gone: HashSet<&FlowKey, FxBuild> =
+                    remove.iter().chain(add.iter().map(|f| &f.key)).collect();
+                let mut out: Vec<Flow> = flows
+                    .into_iter()
+                    .filter(|f| !gone.contains(&f.key))
+                    .collect();
+                let mut seen: HashSet<FlowKey, FxBuild> = HashSet::default();
+                out.extend(add.into_iter().filter(|f| seen.insert(f.key.clone())));
+                out
+            }
+        }
+    }
+}
+
 /// Installed flows by owner, plus an index from key hash to owners for conflict checks.
 #[derive(Debug, Default, Clone)]
 pub struct FlowSet {
@@ -104,18 +139,35 @@ pub struct OwnerPlan {
     pub owner: Owner,
     /// Flow mods in sending order: deletes, then modifies, then adds.
     pub mods: Vec<FlowMod>,
-    next: FlowMap,
+    next: Next,
     /// Keys taken over from other owners of the same category, removed from them on commit.
     taken: Vec<(Owner, FlowKey)>,
 }
 
+/// The owner's flows once a plan is on the switch.
+#[derive(Debug)]
+enum Next {
+    /// All of them.
+    Replace(FlowMap),
+    /// The installed ones with these keys set (added or changed) and these removed.
+    Patch { set: FlowMap, remove: Vec<FlowKey> },
+}
+
 /// What [`FlowSet::undo`] needs to take one committed plan back: the owner's flows before
-/// it, and the keys it took from other owners with their flows.
+/// it (all of them, or those of the keys a patch touched), and the keys it took from other
+/// owners with their flows.
 #[derive(Debug)]
 pub struct Undo {
     owner: Owner,
-    prev: FlowMap,
+    prev: Prev,
     taken: Vec<(Owner, FlowKey, FlowValue)>,
+}
+
+#[derive(Debug)]
+enum Prev {
+    All(FlowMap),
+    /// Each key a patch touched, and its flow before (None: the owner did not hold it).
+    Keys(Vec<(FlowKey, Option<FlowValue>)>),
 }
 
 impl OwnerPlan {
@@ -272,7 +324,79 @@ impl FlowSet {
         Ok(OwnerPlan {
             owner,
             mods,
-            next,
+            next: Next::Replace(next),
+            taken,
+        })
+    }
+
+    /// The mods that add (or change) `add` and delete `remove` in `owner`'s flows, leaving
+    /// the rest as installed: the work is the size of the change, not of the owner. A key
+    /// in both is changed, not deleted; removing a key the owner does not hold does
+    /// nothing. Conflicts as in [`FlowSet::plan_apply`].
+    pub fn plan_patch(
+        &mut self,
+        owner: Owner,
+        add: Vec<Flow>,
+        remove: Vec<FlowKey>,
+    ) -> Result<OwnerPlan, OfError> {
+        let ck = self.cookie(owner);
+        let mut set = FlowMap::with_capacity_and_hasher(add.len(), FxBuild::default());
+        let mut taken = Vec::new();
+        let (mut modifies, mut adds) = (Vec::new(), Vec::new());
+        for f in add {
+            if let Some(v) = set.get(&f.key) {
+                if *v != f.value {
+                    return Err(OfError::Conflict {
+                        flow: format!("{:?}", f.key),
+                        owner: format!("{owner} (two different flows with one key)"),
+                    });
+                }
+                continue;
+            }
+            if let Some(other) = self.other_holder(&f.key, key_hash(&f.key), owner) {
+                if other.category != owner.category {
+                    return Err(OfError::Conflict {
+                        flow: format!("{:?}", f.key),
+                        owner: other.to_string(),
+                    });
+                }
+                taken.push((other, f.key.clone()));
+            }
+            let mut value = f.value;
+            value.instructions = self.intern(value.instructions);
+            let old = self.owners.get(&owner).and_then(|m| m.get(&f.key));
+            match old {
+                Some(o) if *o == value => continue,
+                // As in `plan_apply`: MODIFY_STRICT only when the timeouts stay.
+                Some(o)
+                    if o.idle_timeout == value.idle_timeout
+                        && o.hard_timeout == value.hard_timeout =>
+                {
+                    modifies.push(to_mod(&f.key, &value, FlowModCommand::MODIFY_STRICT, ck));
+                }
+                _ => adds.push(to_mod(&f.key, &value, FlowModCommand::ADD, ck)),
+            }
+            set.insert(f.key, value);
+        }
+        let held = self.owners.get(&owner);
+        let mut mods = Vec::new();
+        let mut gone = HashSet::with_capacity_and_hasher(remove.len(), FxBuild::default());
+        for k in remove {
+            if set.contains_key(&k) || gone.contains(&k) {
+                continue;
+            }
+            if let Some(v) = held.and_then(|m| m.get(&k)) {
+                mods.push(to_mod(&k, v, FlowModCommand::DELETE_STRICT, ck));
+                gone.insert(k);
+            }
+        }
+        let gone: Vec<FlowKey> = gone.into_iter().collect();
+        mods.append(&mut modifies);
+        mods.append(&mut adds);
+        Ok(OwnerPlan {
+            owner,
+            mods,
+            next: Next::Patch { set, remove: gone },
             taken,
         })
     }
@@ -292,7 +416,7 @@ impl FlowSet {
         OwnerPlan {
             owner,
             mods,
-            next: FlowMap::default(),
+            next: Next::Replace(FlowMap::default()),
             taken: Vec::new(),
         }
     }
@@ -309,17 +433,41 @@ impl FlowSet {
                 Some((*other, key.clone(), v.clone()))
             })
             .collect();
-        let prev = self.owners.get(&owner).cloned().unwrap_or_default();
+        let held = self.owners.get(&owner);
+        let prev = match &plan.next {
+            Next::Replace(_) => Prev::All(held.cloned().unwrap_or_default()),
+            Next::Patch { set, remove } => Prev::Keys(
+                set.keys()
+                    .chain(remove)
+                    .map(|k| (k.clone(), held.and_then(|m| m.get(k)).cloned()))
+                    .collect(),
+            ),
+        };
         self.commit(plan);
         Undo { owner, prev, taken }
     }
 
     /// Put back what [`FlowSet::commit_undoable`] changed.
     pub fn undo(&mut self, u: Undo) {
+        let next = match u.prev {
+            Prev::All(m) => Next::Replace(m),
+            Prev::Keys(keys) => {
+                let (mut set, mut remove) = (FlowMap::default(), Vec::new());
+                for (k, v) in keys {
+                    match v {
+                        Some(v) => {
+                            set.insert(k, v);
+                        }
+                        None => remove.push(k),
+                    }
+                }
+                Next::Patch { set, remove }
+            }
+        };
         self.commit(OwnerPlan {
             owner: u.owner,
             mods: Vec::new(),
-            next: u.prev,
+            next,
             taken: Vec::new(),
         });
         for (other, key, value) in u.taken {
@@ -370,32 +518,65 @@ impl FlowSet {
                 }
             }
         }
+        match plan.next {
+            Next::Replace(next) => self.replace(owner, next),
+            Next::Patch { set, remove } => self.patch(owner, set, remove),
+        }
+        self.prune_instructions();
+    }
+
+    /// `owner`'s flows become `next`.
+    fn replace(&mut self, owner: Owner, next: FlowMap) {
         if let Some(old) = self.owners.remove(&owner) {
             self.len -= old.len();
             for k in old.keys() {
-                let h = key_hash(k);
-                let empty = match self.holders.get_mut(&h) {
-                    Some(Holders::One(o)) => *o == owner,
-                    Some(Holders::Many(v)) => {
-                        v.retain(|o| *o != owner);
-                        v.is_empty()
-                    }
-                    None => false,
-                };
-                if empty {
-                    self.holders.remove(&h);
-                }
+                self.unhold(key_hash(k), owner);
             }
         }
-        self.prune_instructions();
-        if plan.next.is_empty() {
+        if next.is_empty() {
             return;
         }
-        for k in plan.next.keys() {
+        for k in next.keys() {
             self.hold(key_hash(k), owner);
         }
-        self.len += plan.next.len();
-        self.owners.insert(owner, plan.next);
+        self.len += next.len();
+        self.owners.insert(owner, next);
+    }
+
+    /// `owner`'s flows with `set` put in and `remove` taken out.
+    fn patch(&mut self, owner: Owner, set: FlowMap, remove: Vec<FlowKey>) {
+        let mut held = self.owners.remove(&owner).unwrap_or_default();
+        for k in remove {
+            if held.remove(&k).is_some() {
+                self.len -= 1;
+                self.unhold(key_hash(&k), owner);
+            }
+        }
+        for (k, v) in set {
+            let h = key_hash(&k);
+            if held.insert(k, v).is_none() {
+                self.len += 1;
+                self.hold(h, owner);
+            }
+        }
+        if !held.is_empty() {
+            self.owners.insert(owner, held);
+        }
+    }
+
+    /// Forget `owner` among the holders of key hash `h`.
+    fn unhold(&mut self, h: u64, owner: Owner) {
+        let empty = match self.holders.get_mut(&h) {
+            Some(Holders::One(o)) => *o == owner,
+            Some(Holders::Many(v)) => {
+                v.retain(|o| *o != owner);
+                v.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            self.holders.remove(&h);
+        }
     }
 
     /// Everything needed to make a switch equal to this set after a reconnect: delete the

@@ -48,6 +48,7 @@ use std::fmt;
 pub use action::{Action, Instruction};
 pub use backend::{OfCounts, OfFlows, OfFlowsConfig};
 pub use flow::{Category, Flow, Owner, cookie};
+pub use flowset::FlowChange;
 pub use oxm::{Match, MatchField};
 
 /// A codec failure: what was being decoded and why the bytes do not fit.
@@ -122,6 +123,8 @@ pub enum OfError {
     Encode(WireError),
     /// The connection thread is gone (shut down).
     Closed,
+    /// This flow backend cannot do what was asked (named); the caller does it another way.
+    Unsupported(String),
 }
 
 impl fmt::Display for OfError {
@@ -156,6 +159,7 @@ impl fmt::Display for OfError {
             }
             OfError::Encode(e) => write!(f, "cannot encode: {e}"),
             OfError::Closed => write!(f, "OpenFlow connection is shut down"),
+            OfError::Unsupported(what) => write!(f, "{what} is not supported by this flow backend"),
         }
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::OfError;
 use super::conn::{Batch, Conn, Reply};
 use super::consts::{BundleCtrlType, Version, bundle_flags};
-use super::flow::{Flow, Owner, ROUND_MASK};
+use super::flow::{Flow, FlowKey, Owner, ROUND_MASK};
 use super::flowmod::{FlowMod, MultipartReplyBody, MultipartRequest, MultipartRequestBody};
 use super::flowset::FlowSet;
 use super::msg::{Body, BundleAdd, BundleControl, ErrorMsg, Msg, Port};
@@ -76,6 +76,8 @@ pub(super) struct Counts {
 pub(super) enum Op {
     /// Install exactly these flows for the owner.
     Apply(Owner, Vec<Flow>),
+    /// Add (or change) these flows of the owner and delete these keys of it.
+    Patch(Owner, Vec<Flow>, Vec<FlowKey>),
     /// Delete every flow of the owner.
     Remove(Owner),
     /// Delete every flow of this earlier round by cookie (a round's replacement).

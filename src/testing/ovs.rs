@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use crate::controller::interfaces::Interfaces;
 use crate::controller::{Bridge, Flows};
-use crate::openflow::{Flow, OfError, Owner};
+use crate::openflow::{Flow, FlowChange, OfError, Owner};
 use crate::ovsdb::{OvsdbError, PortData, PortKind, PortSpec, Uuid};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -293,6 +293,17 @@ impl Flows for FakeFlows {
         lock(&self.batches).push(sets.len());
         sets.into_iter()
             .filter_map(|(o, f)| self.put(o, f).err().map(|e| (o, e)))
+            .collect()
+    }
+
+    fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
+        lock(&self.batches).push(changes.len());
+        changes
+            .into_iter()
+            .filter_map(|(o, c)| {
+                let flows = c.applied_to(self.of(o));
+                self.put(o, flows).err().map(|e| (o, e))
+            })
             .collect()
     }
 
