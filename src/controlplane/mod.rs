@@ -21,7 +21,7 @@
 
 pub mod event;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 pub mod group;
 pub mod ip;
 mod json;

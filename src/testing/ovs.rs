@@ -244,6 +244,8 @@ pub struct FakeFlows {
     pub batches: Mutex<Vec<usize>>,
     /// Each `replace_round`: (owners, round).
     pub replaced: Mutex<Vec<(usize, u16)>>,
+    /// Each `change_many`: per owner, whether it was a patch.
+    pub changes: Mutex<Vec<Vec<(Owner, bool)>>>,
 }
 
 impl FakeFlows {
@@ -297,7 +299,12 @@ impl Flows for FakeFlows {
     }
 
     fn change_many(&self, changes: Vec<(Owner, FlowChange)>) -> Vec<(Owner, OfError)> {
-        lock(&self.batches).push(changes.len());
+        lock(&self.changes).push(
+            changes
+                .iter()
+                .map(|(o, c)| (*o, matches!(c, FlowChange::Patch { .. })))
+                .collect(),
+        );
         changes
             .into_iter()
             .filter_map(|(o, c)| {

@@ -7,8 +7,12 @@
 //!   ([`State::synced`]); until then the flows already on the switch stay (those of the
 //!   previous run, carried into this run's round by the daemon: [`carry_over`]);
 //! - one change, one bundle: every owner the change touches (the policy pipeline's own
-//!   flows, one owner per rule) goes in one [`Flows::apply_many`], so the switch never holds
-//!   half a policy; flows that go away are removed in that same bundle;
+//!   flows, one owner per rule) goes in one [`Flows::change_many`], so the switch never
+//!   holds half a policy; flows that go away are removed in that same bundle;
+//! - only what changed is sent: the watches' updates name the policies they changed
+//!   ([`Scope`]), the compiler rebuilds those only, and a group member that comes or goes
+//!   is a patch of that member's flows ([`Compiler::update`]). After a failure everything
+//!   is sent whole again;
 //! - a sync that fails is retried with backoff, and the flows installed before it stay;
 //! - the flows follow the pair's ofports (read from the ExternalNode controller). While
 //!   they are not known (before the ExternalNode's first sync, during a takeover or a
@@ -28,11 +32,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, select};
 
 use crate::controller::Flows;
-use crate::controlplane::{State, Update};
+use crate::controlplane::{Outcome, State, Update};
 use crate::heartbeat::Pulse;
 use crate::k8s::backoff::{Backoff, BackoffConfig};
-use crate::openflow::{Category, Flow, Owner};
-use crate::pipeline::policy::{Compiled, Compiler, RuleStatus, VmPorts, owners_of};
+use crate::openflow::{Category, Flow, FlowChange, Owner};
+use crate::pipeline::policy::{
+    BASE_OWNER, Compiler, RuleInfo, RuleStatus, Scope, VmPorts, base_flows,
+};
 use report::{Reports, StatusSink, status_body};
 
 /// How often the thread looks at the ports, the resync counter and reports still due.
@@ -117,6 +123,8 @@ pub struct PolicyController {
 
 struct Inner {
     compiler: Compiler,
+    /// The policies changed since the last successful sync.
+    scope: Scope,
     /// Owners whose flows are on the switch (or carried over from the previous run).
     installed: BTreeSet<Owner>,
     /// The ports the installed flows were built for.
@@ -146,6 +154,7 @@ impl PolicyController {
             node_key,
             inner: Mutex::new(Inner {
                 compiler: Compiler::new(),
+                scope: Scope::All,
                 installed: carried,
                 built_for: None,
                 realized: BTreeMap::new(),
@@ -212,10 +221,12 @@ impl PolicyController {
             // The flows on the switch stay as they are; they match only the pair's ports.
             return Ok(());
         };
-        let compiled = match inner.compiler.compile(&state, ports) {
+        let scope = std::mem::replace(&mut inner.scope, Scope::none());
+        let changes = match inner.compiler.update(&state, ports, &scope) {
             Ok(c) => c,
             // Nothing changed in the compiler: the flows on the switch stay.
             Err(e) => {
+                inner.scope.add(scope);
                 let why = format!("compiling the policies: {e}");
                 inner.status.last_error = Some(why.clone());
                 return Err(why);
@@ -225,24 +236,27 @@ impl PolicyController {
             .applied_policies()
             .map(|p| (p.name.clone(), p.generation))
             .collect();
-        let views = policy_views(&compiled, &state);
+        let views = policy_views(&changes.rules, &state);
         drop(state);
 
-        let sets: Vec<(Owner, Vec<Flow>)> = owners_of(&compiled);
-        let wanted: BTreeSet<Owner> = sets.iter().map(|(o, _)| *o).collect();
-        let mut all = sets;
+        let wanted: BTreeSet<Owner> = std::iter::once(BASE_OWNER)
+            .chain(changes.rules.iter().map(|r| r.owner))
+            .collect();
+        let flow_count =
+            base_flows(ports).len() + changes.rules.iter().map(|r| r.flows).sum::<usize>();
+        let mut all = changes.owners;
         for gone in inner.installed.difference(&wanted) {
-            all.push((*gone, Vec::new()));
+            all.push((*gone, FlowChange::Replace(Vec::new())));
         }
-        let flow_count: usize = all.iter().map(|(_, f)| f.len()).sum();
         let failed = if all.is_empty() {
             Vec::new()
         } else {
-            self.flows.apply_many(all)
+            self.flows.change_many(all)
         };
         inner.status.syncs_total += 1;
         if !failed.is_empty() {
-            // The switch refused: what failed keeps its old flows (or none); retried.
+            // The switch refused: what failed keeps its old flows (or none); retried, with
+            // every owner's flows whole (the compiler no longer knows what the switch holds).
             let why = failed
                 .iter()
                 .map(|(o, e)| format!("{o}: {e}"))
@@ -250,6 +264,7 @@ impl PolicyController {
                 .join("; ");
             let failed_owners: BTreeSet<Owner> = failed.iter().map(|(o, _)| *o).collect();
             inner.installed = wanted.union(&failed_owners).copied().collect();
+            inner.compiler.forget();
             inner.status.last_error = Some(why.clone());
             inner.status.policies = views;
             inner.realized.clear();
@@ -263,6 +278,16 @@ impl PolicyController {
         // Realized: every policy applied to this node, its flows now on the switch.
         inner.realized = generations;
         Ok(())
+    }
+
+    /// Note what an update of the watches changed, for the next sync.
+    fn note(&self, outcome: &Outcome) {
+        let scope = match outcome {
+            Outcome::Changed(names) => Scope::Policies(names.clone()),
+            Outcome::Synced => Scope::All,
+            Outcome::Unchanged | Outcome::Restart(_) => return,
+        };
+        lock(&self.inner).scope.add(scope);
     }
 
     /// POST the reports that are due; failures stay due.
@@ -297,8 +322,11 @@ impl PolicyController {
         lock(&self.inner).built_for != now
     }
 
+    /// A resync of the watches: every policy is reported again, and compiled again.
     fn forget_reports(&self) {
-        lock(&self.inner).reports.forget_all();
+        let mut inner = lock(&self.inner);
+        inner.reports.forget_all();
+        inner.scope = Scope::All;
     }
 
     /// The controller's loop: a sync after updates (coalesced), after a port change, and
@@ -346,8 +374,11 @@ impl PolicyController {
                 recv(updates) -> u => match u {
                     Ok(u) => {
                         log::debug!("networkpolicy update from {:?}: {:?}", u.kind, u.outcome);
+                        self.note(&u.outcome);
                         dirty = true;
-                        while updates.try_recv().is_ok() {}
+                        while let Ok(u) = updates.try_recv() {
+                            self.note(&u.outcome);
+                        }
                     }
                     Err(_) => return,
                 },
@@ -408,8 +439,8 @@ impl PolicyController {
     }
 }
 
-/// The views of the policies `compiled` came from.
-fn policy_views(compiled: &Compiled, state: &State) -> Vec<PolicyView> {
+/// The views of the policies `rules` came from.
+fn policy_views(rules: &[RuleInfo], state: &State) -> Vec<PolicyView> {
     let mut views: Vec<PolicyView> = state
         .applied_policies()
         .map(|p| PolicyView {
@@ -425,7 +456,7 @@ fn policy_views(compiled: &Compiled, state: &State) -> Vec<PolicyView> {
             rules: Vec::new(),
         })
         .collect();
-    for r in &compiled.rules {
+    for r in rules {
         let Some(v) = views.iter_mut().find(|v| v.name == r.policy) else {
             continue;
         };
@@ -441,7 +472,7 @@ fn policy_views(compiled: &Compiled, state: &State) -> Vec<PolicyView> {
             conj_id: r.conj_id,
             table: r.table,
             priority: r.priority,
-            flows: r.flows.len(),
+            flows: r.flows,
             state,
             counters: Counters::default(),
         });
@@ -471,3 +502,6 @@ pub fn carry_over(descs: Vec<crate::openflow::flowmod::FlowDesc>) -> BTreeMap<Ow
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -28,6 +28,7 @@ use super::rule::{L4, PeerMatch, ServiceMatch, Services};
 use crate::controlplane::{Direction, IpNet, RuleAction};
 use crate::openflow::action::Ct;
 use crate::openflow::consts::ct_state;
+use crate::openflow::flow::FlowKey;
 use crate::openflow::oxm::values::{
     ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
     IP_PROTO_UDP,
@@ -301,51 +302,105 @@ pub fn decode_log_userdata(userdata: &[u8]) -> Option<(Direction, u32)> {
 /// services in their input order), the `conj_id` flows, then the metric flows. Flows
 /// with the same match (a service given twice) appear once.
 pub fn rule_flows(r: &RuleSpec<'_>) -> Vec<Flow> {
+    let ingress = r.direction == Direction::In;
+    let peers = match r.peer {
+        Addresses::Any => {
+            let any = [ETH_TYPE_IPV4, ETH_TYPE_IPV6].map(|e| vec![MatchField::EthType(e)]);
+            clause_flows(r, peer_clause(r.direction), any.into_iter())
+        }
+        Addresses::Only(m) => peer_flows(r, m.v4.iter().chain(&m.v6)),
+    };
+    let mut flows = Vec::with_capacity(peers.len() + 8);
+    let to_vm = if ingress {
+        // To the VM: L2ForwardingCalc has put the host port into reg1.
+        MatchField::Reg {
+            idx: reg::OUTPUT_PORT,
+            value: r.ports.host,
+            mask: None,
+        }
+    } else {
+        MatchField::InPort(r.ports.host)
+    };
+    let vm = clause_flows(
+        r,
+        3 - peer_clause(r.direction),
+        std::iter::once(vec![to_vm]),
+    );
+    if ingress {
+        flows.extend(peers);
+        flows.extend(vm);
+    } else {
+        flows.extend(vm);
+        flows.extend(peers);
+    }
+    // Only these can repeat (a service given twice, or two that match alike); each peer
+    // address is given once and the other flows are one each.
+    let mut rest = Vec::new();
+    if let Services::Matches(services) = r.services {
+        rest.extend(clause_flows(r, 3, services.iter().flat_map(service)));
+    }
+    rest.extend(action_flows(r));
+    rest.extend(metric_flows(r));
+    let mut seen: Vec<&FlowKey> = Vec::with_capacity(rest.len());
+    let keep: Vec<bool> = rest
+        .iter()
+        .map(|f| {
+            let new = !seen.contains(&&f.key);
+            seen.push(&f.key);
+            new
+        })
+        .collect();
+    flows.extend(
+        rest.into_iter()
+            .zip(keep)
+            .filter_map(|(f, k)| k.then_some(f)),
+    );
+    flows
+}
+
+/// The peer-clause flows of `nets` (an ingress rule's sources, an egress rule's
+/// destinations): a rule's flows for those peer addresses and no others, so a change of
+/// a peer group's members is these flows added and removed.
+pub fn peer_flows<'n>(r: &RuleSpec<'_>, nets: impl Iterator<Item = &'n IpNet>) -> Vec<Flow> {
+    let ingress = r.direction == Direction::In;
+    clause_flows(
+        r,
+        peer_clause(r.direction),
+        nets.map(|n| address(*n, ingress)),
+    )
+}
+
+/// The dimension of the peer clause: 1 for ingress (`from`), 2 for egress (`to`); the
+/// VM's own port is the other one.
+fn peer_clause(direction: Direction) -> u8 {
+    match direction {
+        Direction::In => 1,
+        Direction::Out => 2,
+    }
+}
+
+/// `conjunction(C, k/n)` flows of one clause, one per match; they share one instruction
+/// list (a 10,000-address clause builds it once).
+fn clause_flows(
+    r: &RuleSpec<'_>,
+    k: u8,
+    matches: impl Iterator<Item = Vec<MatchField>>,
+) -> Vec<Flow> {
     let n = match r.services {
         Services::Any => 2,
         Services::Matches(_) => 3,
     };
-    let (t, p, c) = (r.tables.rule, r.priority, r.conj_id);
-    let conj = |k: u8, m: Vec<MatchField>| {
-        Flow::new(t, p)
-            .matches(m)
-            .actions([Action::conjunction(c, k, n)])
-    };
-    let ingress = r.direction == Direction::In;
-    let peers: Vec<Vec<MatchField>> = match r.peer {
-        Addresses::Any => vec![
-            vec![MatchField::EthType(ETH_TYPE_IPV4)],
-            vec![MatchField::EthType(ETH_TYPE_IPV6)],
-        ],
-        Addresses::Only(m) => {
-            m.v4.iter()
-                .chain(&m.v6)
-                .map(|net| address(*net, ingress))
-                .collect()
-        }
-    };
-    let mut flows = Vec::new();
-    if ingress {
-        // To the VM: L2ForwardingCalc has put the host port into reg1.
-        flows.extend(peers.into_iter().map(|m| conj(1, m)));
-        let to_vm = MatchField::Reg {
-            idx: reg::OUTPUT_PORT,
-            value: r.ports.host,
-            mask: None,
-        };
-        flows.push(conj(2, vec![to_vm]));
-    } else {
-        flows.push(conj(1, vec![MatchField::InPort(r.ports.host)]));
-        flows.extend(peers.into_iter().map(|m| conj(2, m)));
-    }
-    if let Services::Matches(services) = r.services {
-        flows.extend(services.iter().flat_map(service).map(|m| conj(3, m)));
-    }
-    flows.extend(action_flows(r));
-    flows.extend(metric_flows(r));
-    let mut seen = std::collections::BTreeSet::new();
-    flows.retain(|f| seen.insert(f.key.clone()));
-    flows
+    let (t, p) = (r.tables.rule, r.priority);
+    let conj = Flow::new(t, p)
+        .actions([Action::conjunction(r.conj_id, k, n)])
+        .value;
+    matches
+        .map(|m| {
+            let mut f = Flow::new(t, p).matches(m);
+            f.value = conj.clone();
+            f
+        })
+        .collect()
 }
 
 /// `ip,nw_src=N` (or `nw_dst`, `ipv6_src`, `ipv6_dst`). A /0 is just `ip` (`ipv6`):

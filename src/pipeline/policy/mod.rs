@@ -1,4 +1,4 @@
-//! NetworkPolicy as flows (issue 30; the reference's Part B §2.1–2.3): the compiler from
+//! NetworkPolicy as flows (docs/networkpolicy.md): the compiler from
 //! the controlplane's state to every policy flow of the VM ([`compile`]), the flows' shapes
 //! ([`flows`]), and the pure helpers under them: CIDR `except` subtraction and port-range
 //! value/mask lists ([`ranges`]), the rules' total order and stable OpenFlow priorities
@@ -7,7 +7,8 @@
 //!
 //! Owns what the flows are. Not applying them (bundles, owners on the switch), not the
 //! controlplane watches, no I/O or clocks: every function here is a pure function of its
-//! arguments, and [`Compiler`] keeps only ids and priorities between calls.
+//! arguments, and [`Compiler`] keeps only ids, priorities and what each rule was last built
+//! from between calls.
 
 pub mod compile;
 pub mod conj;
@@ -17,7 +18,10 @@ pub mod ranges;
 pub mod reject;
 pub mod rule;
 
-pub use compile::{CompileError, Compiled, CompiledRule, Compiler, RuleKey, RuleStatus, owners_of};
+pub use compile::{
+    Changes, CompileError, Compiled, CompiledRule, Compiler, RuleInfo, RuleKey, RuleStatus, Scope,
+    owners_of,
+};
 pub use flows::{
     BASE_OWNER, CT_ZONE, VmPorts, base_flows, decode_log_userdata, decode_reject_userdata,
     log_userdata, reject_userdata,

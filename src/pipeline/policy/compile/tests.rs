@@ -680,3 +680,5 @@ fn a_table_out_of_priorities_leaves_its_last_rules_unrealized() {
         )
     );
 }
+
+mod update;
