@@ -41,6 +41,10 @@ use crate::pipeline::policy::{
 };
 use report::{Reports, StatusSink, status_body};
 
+/// Flows sent or gone in one sync above which the freed memory is given back
+/// ([`crate::sys::release_free_memory`]).
+const LARGE_CHANGE: usize = 1000;
+
 /// How often the thread looks at the ports, the resync counter and reports still due.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -245,6 +249,16 @@ impl PolicyController {
         let flow_count =
             base_flows(ports).len() + changes.rules.iter().map(|r| r.flows).sum::<usize>();
         let mut all = changes.owners;
+        let sent: usize = all
+            .iter()
+            .map(|(_, c)| match c {
+                FlowChange::Replace(f) => f.len(),
+                FlowChange::Patch { add, remove } => add.len() + remove.len(),
+            })
+            .sum();
+        // A large change leaves a burst of freed memory behind (the event line, the flows
+        // built and encoded, or those removed).
+        let large = sent.max(inner.status.flows.abs_diff(flow_count)) >= LARGE_CHANGE;
         for gone in inner.installed.difference(&wanted) {
             all.push((*gone, FlowChange::Replace(Vec::new())));
         }
@@ -277,6 +291,10 @@ impl PolicyController {
         inner.status.policies = views;
         // Realized: every policy applied to this node, its flows now on the switch.
         inner.realized = generations;
+        drop(inner);
+        if large {
+            crate::sys::release_free_memory();
+        }
         Ok(())
     }
 

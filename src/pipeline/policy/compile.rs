@@ -652,17 +652,20 @@ fn resolve(state: &State, peer: &Peer, side: &str) -> Result<(Addresses, Vec<Str
         ));
     }
     let mut empty = Vec::new();
-    let mut ips: BTreeSet<IpAddr> = BTreeSet::new();
+    // Every member's IPs, repeats and all: `peer_match` sorts them once (a 10,000-member
+    // group is resolved again on each of its patches).
+    let mut ips: Vec<IpAddr> = Vec::new();
     for g in &peer.address_groups {
-        match state.address_group_ips(g) {
-            None => left_out.push(format!("{side}.addressGroups: {g} is not known yet")),
-            Some(s) if s.is_empty() => {
-                empty.push(format!("{side}.addressGroups: {g} has no addresses"));
-            }
-            Some(s) => ips.extend(s),
+        let Some(group) = state.group(GroupKind::Address, g) else {
+            left_out.push(format!("{side}.addressGroups: {g} is not known yet"));
+            continue;
+        };
+        let before = ips.len();
+        ips.extend(group.members.keys().flat_map(|k| k.ips.iter().copied()));
+        if ips.len() == before {
+            empty.push(format!("{side}.addressGroups: {g} has no addresses"));
         }
     }
-    let ips: Vec<IpAddr> = ips.into_iter().collect();
     let m = peer_match(&ips, &peer.ip_blocks);
     if m.v4.is_empty() && m.v6.is_empty() {
         if !peer.ip_blocks.is_empty() {

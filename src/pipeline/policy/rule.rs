@@ -3,7 +3,6 @@
 //! many conjunction dimensions it has. Not the flows: a later stage turns these into
 //! `conjunction(id, k/n)` match flows.
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::ranges::{PortMask, port_range_masks, subtract_cidrs};
@@ -18,8 +17,9 @@ pub struct PeerMatch {
 }
 
 /// AddressGroup member IPs plus `ip_blocks` with their `except` parts subtracted.
+/// `member_ips` may repeat and come in any order.
 pub fn peer_match(member_ips: &[IpAddr], ip_blocks: &[IpBlock]) -> PeerMatch {
-    let mut all = BTreeSet::new();
+    let mut all: Vec<IpNet> = Vec::with_capacity(member_ips.len() + ip_blocks.len());
     for &ip in member_ips {
         let full = if ip.is_ipv4() { 32 } else { 128 };
         all.extend(IpNet::new(ip, full));
@@ -27,6 +27,9 @@ pub fn peer_match(member_ips: &[IpAddr], ip_blocks: &[IpBlock]) -> PeerMatch {
     for b in ip_blocks {
         all.extend(subtract_cidrs(b.cidr, &b.except));
     }
+    // One sort instead of a tree: the same order, several times faster at 10,000.
+    all.sort_unstable();
+    all.dedup();
     let (v4, v6) = all.into_iter().partition(|n| n.addr.is_ipv4());
     PeerMatch { v4, v6 }
 }
