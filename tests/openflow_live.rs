@@ -19,7 +19,7 @@ use tether::openflow::conn::{Conn, ConnOptions};
 use tether::openflow::consts::{Version, port};
 use tether::openflow::flow::{Category, Flow, Owner, cookie};
 use tether::openflow::oxm::{Match, MatchField, values};
-use tether::openflow::{OfError, OfFlows, OfFlowsConfig};
+use tether::openflow::{FlowChange, OfError, OfFlows, OfFlowsConfig};
 
 const TC_A: Owner = Owner {
     category: Category::TRAFFIC_CONTROL,
@@ -670,6 +670,88 @@ fn apply_many_installs_every_owner_and_isolates_a_bad_one() {
     assert_eq!(of.installed(TC_A), a_before);
     of.apply(TC_A, tc_a).unwrap();
     assert_eq!(sb.dump_flows("br-int", None), want);
+}
+
+/// A patch changes only the flows it names on a real switch, in the bundle it shares with
+/// other owners' changes; a refused patch leaves the switch and the set as they were.
+#[test]
+fn a_patch_changes_only_its_flows_on_the_switch() {
+    if !privileged("a_patch_changes_only_its_flows_on_the_switch") {
+        return;
+    }
+    let sb = sandbox();
+    let of = start(&sb, 1);
+    let port = |p: u32, out: u32| {
+        Flow::new(2, 200)
+            .matching(MatchField::InPort(p))
+            .actions([Action::output(out)])
+    };
+    let many: Vec<Flow> = (1..=200).map(|p| port(p, 1000)).collect();
+    of.apply(TC_A, many.clone()).unwrap();
+    let before = of.counts().flow_mods;
+    // 201 added, 7 changed, 9 removed; TC_B replaced in the same bundle.
+    let failed = of.change_many(vec![
+        (
+            TC_A,
+            FlowChange::Patch {
+                add: vec![port(201, 1000), port(7, 1007)],
+                remove: vec![port(9, 1000).key],
+            },
+        ),
+        (TC_B, FlowChange::Replace(vec![port(300, 1300)])),
+    ]);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(of.counts().flow_mods - before, 4, "one mod per change");
+    let mut want: Vec<Flow> = many
+        .iter()
+        .filter(|f| **f != port(9, 1000) && **f != port(7, 1000))
+        .cloned()
+        .chain([port(201, 1000), port(7, 1007)])
+        .collect();
+    want.sort();
+    assert_eq!(of.installed(TC_A), want);
+    let on_switch = sb.dump_flows("br-int", None);
+    assert!(
+        on_switch
+            .iter()
+            .any(|l| l.ends_with("priority=200,in_port=7 actions=output:1007")),
+        "{on_switch:?}"
+    );
+    assert!(
+        !on_switch.iter().any(|l| l.contains("in_port=9 ")),
+        "{on_switch:?}"
+    );
+    assert!(
+        on_switch
+            .iter()
+            .any(|l| l.ends_with("priority=200,in_port=201 actions=output:1000"))
+    );
+    assert!(
+        on_switch
+            .iter()
+            .any(|l| l.ends_with("priority=200,in_port=300 actions=output:1300"))
+    );
+    // TC_A's 200 flows and TC_B's one, besides the table-miss flow.
+    assert_eq!(on_switch.len(), 202, "{on_switch:?}");
+    // The whole list applied again is nothing to do: the set mirrors the switch.
+    let before = of.counts().flow_mods;
+    of.apply(TC_A, want.clone()).unwrap();
+    assert_eq!(of.counts().flow_mods, before);
+
+    // A patch the switch refuses (tcp_dst without its prerequisites): nothing changes.
+    let bad = Flow::new(2, 200)
+        .matching(MatchField::TcpDst(80))
+        .actions([Action::output(1)]);
+    let failed = of.change_many(vec![(
+        TC_A,
+        FlowChange::Patch {
+            add: vec![bad],
+            remove: vec![port(1, 1000).key],
+        },
+    )]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(of.installed(TC_A), want);
+    assert_eq!(sb.dump_flows("br-int", None), on_switch);
 }
 
 /// Only the daemon watches for flows others change: a tool that opens the bridge with the
