@@ -234,6 +234,18 @@ impl FlowSet {
         }
     }
 
+    /// The owner of the same category `owner` takes `key` from, if another holds it; a
+    /// holder of another category is a conflict.
+    fn may_take(&self, key: &FlowKey, owner: Owner) -> Result<Option<Owner>, OfError> {
+        match self.other_holder(key, key_hash(key), owner) {
+            Some(other) if other.category != owner.category => Err(OfError::Conflict {
+                flow: format!("{key:?}"),
+                owner: other.to_string(),
+            }),
+            other => Ok(other),
+        }
+    }
+
     /// The shared copy of `ins`, recording it if it is new. The caller's copy is dropped
     /// as the plan consumes its flows, so the duplicates go before the mods are built.
     fn intern(&mut self, ins: Arc<Vec<Instruction>>) -> Arc<Vec<Instruction>> {
@@ -271,13 +283,7 @@ impl FlowSet {
         let mut taken = Vec::new();
         for f in flows {
             if others {
-                if let Some(other) = self.other_holder(&f.key, key_hash(&f.key), owner) {
-                    if other.category != owner.category {
-                        return Err(OfError::Conflict {
-                            flow: format!("{:?}", f.key),
-                            owner: other.to_string(),
-                        });
-                    }
+                if let Some(other) = self.may_take(&f.key, owner)? {
                     taken.push((other, f.key.clone()));
                 }
             }
@@ -353,13 +359,7 @@ impl FlowSet {
                 }
                 continue;
             }
-            if let Some(other) = self.other_holder(&f.key, key_hash(&f.key), owner) {
-                if other.category != owner.category {
-                    return Err(OfError::Conflict {
-                        flow: format!("{:?}", f.key),
-                        owner: other.to_string(),
-                    });
-                }
+            if let Some(other) = self.may_take(&f.key, owner)? {
                 taken.push((other, f.key.clone()));
             }
             let mut value = f.value;

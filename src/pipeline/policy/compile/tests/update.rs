@@ -62,6 +62,11 @@ fn ips(n: usize) -> Vec<String> {
 }
 
 fn with_group(members: &[String]) -> World {
+    with_group_and(members, "Drop")
+}
+
+/// `p`: `action` from the members of AddressGroup `ag`; `other`: egress Allow TCP 80.
+fn with_group_and(members: &[String], action: &str) -> World {
     let m: Vec<&str> = members.iter().map(String::as_str).collect();
     World::new()
         .ag("ag", &m)
@@ -69,7 +74,7 @@ fn with_group(members: &[String]) -> World {
             "p",
             250,
             5.0,
-            vec![ingress("Drop", json!({"addressGroups": ["ag"]}), json!([]))],
+            vec![ingress(action, json!({"addressGroups": ["ag"]}), json!([]))],
         ))
         .policy(policy(
             "other",
@@ -178,31 +183,7 @@ fn other_changes_replace_the_rule_whole() {
         .unwrap();
     let p = || Scope::Policies(BTreeSet::from(["p".to_string()]));
     // The rule's action changes: replaced (same addresses).
-    let drop_to_allow = World::new()
-        .ag(
-            "ag",
-            &["2001:db8:100::1", "2001:db8:100::2", "2001:db8:100::3"],
-        )
-        .policy(policy(
-            "p",
-            250,
-            5.0,
-            vec![ingress(
-                "Allow",
-                json!({"addressGroups": ["ag"]}),
-                json!([]),
-            )],
-        ))
-        .policy(policy(
-            "other",
-            250,
-            6.0,
-            vec![egress(
-                "Allow",
-                json!({}),
-                json!([{"protocol": "TCP", "port": 80}]),
-            )],
-        ));
+    let drop_to_allow = with_group_and(&ips(3), "Allow");
     let changes = check(&mut compiler, &before, &drop_to_allow, p());
     assert!(
         matches!(changes.owners.as_slice(), [(RULE, FlowChange::Replace(_))]),
