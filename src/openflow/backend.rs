@@ -30,7 +30,7 @@ use super::OfError;
 use super::commit::failed_owners;
 use super::conn::{Conn, ConnOptions};
 use super::consts::{Version, port};
-use super::dump::{dumped_flows, flow_dump_request};
+use super::dump::{dumped_flows, flow_dump_request, table_dump_request};
 use super::flow::{Flow, Owner, ROUND_MASK};
 use super::flowmod::{FlowDesc, FlowMod};
 use super::flowset::{FlowChange, FlowSet};
@@ -206,6 +206,21 @@ impl OfFlows {
         let r = self
             .shared
             .transact15(vec![flow_dump_request(cookie, mask)], "flow dump")?;
+        Ok(dumped_flows(r))
+    }
+
+    /// [`OfFlows::dump`] of these tables only: one request per table, one round trip.
+    pub fn dump_tables(
+        &self,
+        cookie: u64,
+        mask: u64,
+        tables: &[u8],
+    ) -> Result<Vec<FlowDesc>, OfError> {
+        let reqs: Vec<_> = tables
+            .iter()
+            .map(|t| table_dump_request(*t, cookie, mask))
+            .collect();
+        let r = self.shared.transact15(reqs, "flow dump")?;
         Ok(dumped_flows(r))
     }
 

@@ -22,6 +22,17 @@ pub fn flow_dump_request(cookie: u64, mask: u64) -> Body {
     })
 }
 
+/// [`flow_dump_request`] for one table only.
+pub fn table_dump_request(table_id: u8, cookie: u64, mask: u64) -> Body {
+    Body::MultipartRequest(MultipartRequest {
+        flags: 0,
+        body: MultipartRequestBody::FlowDesc(FlowDescRequest {
+            table_id,
+            ..FlowDescRequest::by_cookie(cookie, mask)
+        }),
+    })
+}
+
 /// The flows of every part of a FLOW_DESC reply.
 pub fn dumped_flows(r: Reply) -> Vec<FlowDesc> {
     let mut out = Vec::new();

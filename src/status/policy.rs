@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::controller::policy::PolicyStatus;
 use crate::openflow::Category;
-use crate::openflow::MatchField;
 use crate::openflow::consts::ct_state;
 use crate::openflow::flow::tether_cookie;
 use crate::openflow::flowmod::FlowDesc;
 use crate::openflow::ofctl::FlowStats;
+use crate::openflow::{Match, MatchField};
 use crate::pipeline::table;
 
 /// One controlplane watch.
@@ -87,12 +87,14 @@ pub fn counters(descs: &[FlowDesc]) -> BTreeMap<u32, Counters> {
         let c = out.entry(object).or_default();
         c.packets += packets;
         c.bytes += st.bytes.unwrap_or(0);
-        let new =
-            d.match_.fields().iter().any(
-                |f| matches!(f, MatchField::CtState { value, .. } if value & ct_state::NEW != 0),
-            );
-        let deny = d
-            .match_
+        // The switch reports the registers tether wrote as 64-bit xregs: brought back to
+        // tether's 32-bit form by `Match::new`.
+        let m = Match::new(d.match_.fields().to_vec());
+        let new = m
+            .fields()
+            .iter()
+            .any(|f| matches!(f, MatchField::CtState { value, .. } if value & ct_state::NEW != 0));
+        let deny = m
             .fields()
             .iter()
             .any(|f| matches!(f, MatchField::Reg { idx: 3, .. }));
@@ -173,6 +175,15 @@ mod tests {
             desc(table::INGRESS_METRIC, 2, vec![old], (40, 4000)),
             // A Drop rule (7): every packet a refused session.
             desc(table::EGRESS_METRIC, 7, vec![deny], (5, 500)),
+            // Another (8) as the switch reports it: reg3 inside xreg1 (the e2e test found
+            // these counted no sessions).
+            FlowDesc {
+                match_: switch_match(&[
+                    0x80, 0x01, 0x03, 0x10, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0xff, 0xff, 0xff,
+                    0xff,
+                ]),
+                ..desc(table::EGRESS_METRIC, 8, vec![], (2, 200))
+            },
             // Not metric flows, the pipeline's own, another category: not counted.
             desc(table::INGRESS_RULE, 2, vec![], (99, 9900)),
             desc(table::INGRESS_METRIC, 0, vec![], (99, 9900)),
@@ -203,7 +214,24 @@ mod tests {
                         sessions: 5
                     }
                 ),
+                (
+                    8,
+                    Counters {
+                        packets: 2,
+                        bytes: 200,
+                        sessions: 2
+                    }
+                ),
             ]
         );
+    }
+
+    /// An OXM match of these field bytes, decoded as from the wire (not made canonical).
+    fn switch_match(fields: &[u8]) -> Match {
+        let len = 4 + fields.len();
+        let mut b = vec![0, 1, 0, len as u8];
+        b.extend_from_slice(fields);
+        b.resize(len.div_ceil(8) * 8, 0);
+        Match::decode(&mut crate::openflow::codec::Reader::new(&b)).unwrap()
     }
 }

@@ -375,6 +375,23 @@ fn antreas_vm_e2e_cases_on_real_packets() {
     eventually("E4 C still pings", BLOCKED, || {
         ping_works(peer, "192.0.2.2", VM4)
     });
+    // The rule's counters in `tether status`: every blocked echo request, from its metric
+    // flow (each a session: a denied packet counts as one).
+    let (rc, out, err) = super::cli::tether_cmd(&b.sb, "status", "br-int", &["--json"]);
+    assert_eq!(rc, 0, "{err}");
+    let st: Value = serde_json::from_str(&out).unwrap();
+    let e4_rule = st["network_policy"]["policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == e4)
+        .map(|p| p["rules"][0].clone())
+        .unwrap_or_default();
+    let packets = e4_rule["counters"]["packets"].as_u64().unwrap_or(0);
+    assert!(
+        packets >= 5 && e4_rule["counters"]["sessions"].as_u64() == Some(packets),
+        "E4's rule counters: {e4_rule}"
+    );
     // A new generation of the same policy is reported again (Antrea #3075).
     srv.cp_modify_policy(&np(
         e4,
