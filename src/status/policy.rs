@@ -229,7 +229,7 @@ mod tests {
     /// An OXM match of these field bytes, decoded as from the wire (not made canonical).
     fn switch_match(fields: &[u8]) -> Match {
         let len = 4 + fields.len();
-        let mut b = vec![0, 1, 0, len as u8];
+        let mut b = vec![0, 1, 0, u8::try_from(len).unwrap()];
         b.extend_from_slice(fields);
         b.resize(len.div_ceil(8) * 8, 0);
         Match::decode(&mut crate::openflow::codec::Reader::new(&b)).unwrap()
