@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use tether::controller::externalnode::Record;
 use tether::controlplane::{
-    GroupKind, Kind, State, bad_event_identity, decode_group_event, decode_policy_event,
+    GroupKind, Kind, State, bad_event_identity, decode_group_event, decode_group_event_general,
+    decode_policy_event,
 };
 use tether::k8s::KubeError;
 use tether::k8s::manifests::parse_file;
@@ -155,6 +156,17 @@ fn controlplane_stream(kind: Kind, data: &[u8]) {
     let mut state = State::new();
     state.on_watch_start(kind);
     for line in data.split(|&b| b == b'\n') {
+        // The fast path for plain group lines must agree with the general decoder.
+        let group = match kind {
+            Kind::AddressGroup => Some(GroupKind::Address),
+            Kind::AppliedToGroup => Some(GroupKind::AppliedTo),
+            Kind::NetworkPolicy => None,
+        };
+        if let Some(gk) = group {
+            if let Ok(ev) = decode_group_event(gk, line) {
+                assert_eq!(Ok(ev), decode_group_event_general(gk, line));
+            }
+        }
         let decoded = match kind {
             Kind::NetworkPolicy => decode_policy_event(line).map(|e| state.on_policy_event(e)),
             Kind::AddressGroup => decode_group_event(GroupKind::Address, line)

@@ -72,6 +72,20 @@ pub fn decode_policy_event(line: &[u8]) -> Result<Event<NetworkPolicy>, KubeErro
 
 /// A line of the `addressgroups` or `appliedtogroups` watch.
 pub fn decode_group_event(kind: GroupKind, line: &[u8]) -> Result<Event<GroupUpdate>, KubeError> {
+    // The plain shape (nearly every line, and all the large ones) without a JSON tree;
+    // anything else, errors included, goes the general way below.
+    if let Some(ev) = super::fast::group_event(kind, line) {
+        return Ok(ev);
+    }
+    decode_group_event_general(kind, line)
+}
+
+/// [`decode_group_event`] through the general decoder, which names what is wrong (public
+/// for the fuzz target, which checks that the fast path agrees with it).
+pub fn decode_group_event_general(
+    kind: GroupKind,
+    line: &[u8],
+) -> Result<Event<GroupUpdate>, KubeError> {
     let full = Kind::from(kind).name();
     decode(kind.into(), line, |ty, m, name, b| {
         let uid = uid(m)?;

@@ -20,6 +20,7 @@
 //! controller.
 
 pub mod event;
+mod fast;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod group;
@@ -32,7 +33,8 @@ pub mod state;
 use std::fmt;
 
 pub use event::{
-    Deleted, Event, GroupUpdate, bad_event_identity, decode_group_event, decode_policy_event,
+    Deleted, Event, GroupUpdate, bad_event_identity, decode_group_event,
+    decode_group_event_general, decode_policy_event,
 };
 pub use group::{Group, GroupMember, GroupPatch, MemberKey, MemberRef, NamedPort};
 pub use ip::{IpNet, decode_ip};
