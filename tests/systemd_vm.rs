@@ -14,6 +14,8 @@ mod common;
 mod deb;
 #[path = "systemd_vm/networkd.rs"]
 mod networkd;
+#[path = "systemd_vm/nm.rs"]
+mod nm;
 #[path = "systemd_vm/unit.rs"]
 mod unit;
 #[path = "systemd_vm/watchdog.rs"]

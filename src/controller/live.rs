@@ -1,6 +1,6 @@
 //! The production adapters of the controllers' traits ([`super::traits`]): OVSDB through
 //! [`LiveBridge`], OpenFlow through [`OfFlows`], ovs-vswitchd's control socket through
-//! [`VswitchdDatapath`], systemd-networkd through [`Networkd`]; the protocols live in their
+//! [`VswitchdDatapath`], the host's network manager through [`HostNet`]; the protocols live in their
 //! own modules. All but `LiveBridge` only delegate. `LiveBridge` keeps the interface store
 //! and rebuilds it only when the OVSDB replica changed, and (built with `keeping`, as the
 //! daemon does) creates the bridge again when OVS lost it. In the daemon the controllers
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::interfaces::Interfaces;
 use super::traits::{Bridge, Datapath, Flows, HostNetwork};
-use crate::hostnet::{HostNetError, Networkd};
+use crate::hostnet::{HostNet, HostNetError};
 use crate::openflow::{Flow, FlowChange, OfError, OfFlows, Owner};
 use crate::ovsdb::{BridgeDb, OvsdbError, PortSpec, Uuid};
 
@@ -179,20 +179,20 @@ impl Datapath for VswitchdDatapath {
     }
 }
 
-impl HostNetwork for Networkd {
+impl HostNetwork for HostNet {
     fn before_takeover(
         &self,
         nic: &str,
         ifindex: u32,
         uplink: &str,
     ) -> Result<Option<String>, HostNetError> {
-        Networkd::before_takeover(self, nic, ifindex, uplink)
+        HostNet::before_takeover(self, nic, ifindex, uplink)
     }
     fn attached(&self, nic: &str, uplink: &str) -> Result<(), HostNetError> {
-        Networkd::attached(self, nic, uplink)
+        HostNet::attached(self, nic, uplink)
     }
     fn released(&self, nic: &str) -> Result<(), HostNetError> {
-        Networkd::released(self, nic)
+        HostNet::released(self, nic)
     }
 }
 

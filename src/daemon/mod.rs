@@ -358,7 +358,9 @@ fn controllers(
         netlink()?,
         Arc::new(VswitchdDatapath::new(&cfg.ovs_rundir, &cfg.datapath_type)),
     )
-    .with_host_network(Arc::new(crate::hostnet::Networkd::default()));
+    .with_host_network(Arc::new(crate::hostnet::HostNet::for_datapath(
+        &cfg.datapath_type,
+    )));
     Ok(Controllers {
         tc: Arc::new(tc),
         en: Arc::new(en),

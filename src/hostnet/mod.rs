@@ -7,10 +7,15 @@
 //! ExternalNode controller calls in through `controller::HostNetwork` at three points: before the
 //! rename, on every sync while attached, after the NIC is back under its own name).
 //!
-//! NetworkManager and ifupdown get no step (README "DHCP and network managers" says what
-//! each does after a takeover, as tried in the systemd test container).
+//! NetworkManager gets an in-memory profile for the host port (`nm`, run by `nmcli`);
+//! ifupdown needs no step (README "DHCP and network managers" says what each does after a
+//! takeover, as tried in the systemd test container).
 
 pub mod networkd;
+pub mod nm;
+mod nmcli;
+
+pub use nmcli::NetworkManager;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -55,10 +60,12 @@ impl Manager {
                 dir = networkd::CONFIG_DIR,
             ),
             Manager::NetworkManager => format!(
-                "NetworkManager keeps its connection on the renamed NIC whatever its profile \
-                 matches (it follows the ifindex): it renews the lease on {uplink}, which then \
-                 holds the address and a default route, while the host port {nic} loses its \
-                 copy when the lease runs out; tether changes nothing in NetworkManager"
+                "before the takeover tether gives the host port {nic} an in-memory \
+                 NetworkManager profile {} (nmcli connection add save no: the settings and DHCP \
+                 identity of {nic}'s own profile) and sets {nic} unmanaged (NetworkManager \
+                 follows the NIC to {uplink}); once attached the profile is brought up; when \
+                 the NIC is given back the profile goes and {nic} is managed again",
+                nm::profile_name(nic)
             ),
             Manager::Ifupdown => format!(
                 "tether changes nothing: ifup's dhclient keeps renewing through {uplink} (its \
@@ -156,6 +163,47 @@ fn err(op: impl Into<String>, detail: impl fmt::Display) -> HostNetError {
     }
 }
 
+/// What tether does about the host's network manager at a takeover: systemd-networkd's
+/// runtime `.network` files, or NetworkManager's in-memory profile (whichever manages the
+/// NIC; ifupdown needs nothing).
+pub struct HostNet {
+    pub networkd: Networkd,
+    pub nm: NetworkManager,
+}
+
+impl HostNet {
+    /// For the datapath type in use (`system` or `netdev`: the host port's kind to NM).
+    pub fn for_datapath(datapath_type: &str) -> HostNet {
+        HostNet {
+            networkd: Networkd::default(),
+            nm: NetworkManager::for_datapath(datapath_type),
+        }
+    }
+
+    /// See `controller::HostNetwork`.
+    pub fn before_takeover(
+        &self,
+        nic: &str,
+        ifindex: u32,
+        uplink: &str,
+    ) -> Result<Option<String>, HostNetError> {
+        match self.networkd.before_takeover(nic, ifindex, uplink)? {
+            Some(done) => Ok(Some(done)),
+            None => self.nm.before_takeover(nic, ifindex),
+        }
+    }
+
+    pub fn attached(&self, nic: &str, uplink: &str) -> Result<(), HostNetError> {
+        self.networkd.attached(nic, uplink)?;
+        self.nm.attached(nic, uplink)
+    }
+
+    pub fn released(&self, nic: &str) -> Result<(), HostNetError> {
+        self.networkd.released(nic)?;
+        self.nm.released(nic)
+    }
+}
+
 /// systemd-networkd's runtime `.network` files and `networkctl reload`.
 pub struct Networkd {
     /// Off when not in PID 1's network namespace ([`in_init_netns`]).
@@ -245,38 +293,50 @@ impl Networkd {
     }
 
     fn run_reload(&self) -> Result<(), HostNetError> {
-        let shown = self.reload.join(" ");
-        let (prog, args) = self
-            .reload
-            .split_first()
-            .ok_or_else(|| err("reload", "no command"))?;
-        let mut child = std::process::Command::new(prog)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| err(&shown, e))?;
-        let end = Instant::now() + RELOAD_TIMEOUT;
-        loop {
-            match child.try_wait() {
-                Ok(Some(st)) if st.success() => return Ok(()),
-                Ok(Some(st)) => {
-                    let mut msg = String::new();
-                    if let Some(mut e) = child.stderr.take() {
-                        use std::io::Read;
-                        let _ = (&mut e).take(4096).read_to_string(&mut msg);
-                    }
-                    return Err(err(&shown, format!("{st}: {}", msg.trim())));
+        run_command(&self.reload).map(drop)
+    }
+}
+
+/// Run `cmd` (program and arguments) to its end within [`RELOAD_TIMEOUT`]; its stdout
+/// (the first 1 MiB). A failure names the command, its exit status and its stderr.
+pub(crate) fn run_command(cmd: &[String]) -> Result<String, HostNetError> {
+    use std::io::Read;
+    let shown = cmd.join(" ");
+    let (prog, args) = cmd.split_first().ok_or_else(|| err("run", "no command"))?;
+    let mut child = std::process::Command::new(prog)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| err(&shown, e))?;
+    // Read stdout on the side: a chatty command must not block on a full pipe.
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        if let Some(o) = stdout {
+            let _ = o.take(FILE_MAX).read_to_string(&mut out);
+        }
+        out
+    });
+    let end = Instant::now() + RELOAD_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) if st.success() => return Ok(reader.join().unwrap_or_default()),
+            Ok(Some(st)) => {
+                let mut msg = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = (&mut e).take(4096).read_to_string(&mut msg);
                 }
-                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
-                Ok(None) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(err(&shown, format!("no answer within {RELOAD_TIMEOUT:?}")));
-                }
-                Err(e) => return Err(err(&shown, e)),
+                return Err(err(&shown, format!("{st}: {}", msg.trim())));
             }
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(err(&shown, format!("no answer within {RELOAD_TIMEOUT:?}")));
+            }
+            Err(e) => return Err(err(&shown, e)),
         }
     }
 }

@@ -329,28 +329,74 @@ pub struct Dnsmasq {
 }
 
 impl Dnsmasq {
+    /// DHCPv4 with 2-minute leases, the NIC's MAC reserved for the VM's address.
     pub fn start(gw: &Netns, dir: &Path) -> Dnsmasq {
+        Dnsmasq::spawn(gw, dir, &[format!("--dhcp-host={NIC_MAC},{VM_IP}")])
+    }
+
+    /// DHCPv4 keyed by client-id (`client_id` reserved for the VM's address) and stateful
+    /// DHCPv6 from 2001:db8:1::100–1ff with router advertisements, 2-minute leases both: a
+    /// client whose client-id, DUID or IAID changes gets other addresses.
+    pub fn start_by_client_id(gw: &Netns, dir: &Path, client_id: &str) -> Dnsmasq {
+        gw.ip(&[
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:1::1/64",
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        Dnsmasq::spawn(
+            gw,
+            dir,
+            &[
+                format!("--dhcp-host=id:{client_id},{VM_IP}"),
+                "--dhcp-range=2001:db8:1::100,2001:db8:1::1ff,64,2m".into(),
+                "--enable-ra".into(),
+                "--ra-param=eth0,10,600".into(),
+            ],
+        )
+    }
+
+    fn spawn(gw: &Netns, dir: &Path, extra: &[String]) -> Dnsmasq {
         let log = dir.join("dnsmasq.log");
+        let mut args: Vec<String> = [
+            "dnsmasq",
+            "--keep-in-foreground",
+            "--conf-file=/dev/null",
+            "--interface=eth0",
+            "--bind-interfaces",
+            "--port=0",
+            "--dhcp-range=192.0.2.50,192.0.2.99,255.255.255.0,2m",
+        ]
+        .map(String::from)
+        .into();
+        args.extend(extra.iter().cloned());
+        args.extend([
+            format!("--dhcp-option=option:router,{GW_IP}"),
+            format!("--dhcp-leasefile={}", dir.join("leases").display()),
+            "--pid-file=".into(),
+            "--log-dhcp".into(),
+            format!("--log-facility={}", log.display()),
+        ]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let child = gw
-            .command(&[
-                "dnsmasq",
-                "--keep-in-foreground",
-                "--conf-file=/dev/null",
-                "--interface=eth0",
-                "--bind-interfaces",
-                "--port=0",
-                "--dhcp-range=192.0.2.50,192.0.2.99,255.255.255.0,2m",
-                &format!("--dhcp-host={NIC_MAC},{VM_IP}"),
-                &format!("--dhcp-option=option:router,{GW_IP}"),
-                &format!("--dhcp-leasefile={}", dir.join("leases").display()),
-                "--pid-file=",
-                "--log-dhcp",
-                &format!("--log-facility={}", log.display()),
-            ])
+            .command(&argv)
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn dnsmasq (package dnsmasq-base)");
         Dnsmasq { child, log }
+    }
+
+    /// `DHCPREPLY` lines so far (DHCPv6 leases granted or renewed).
+    pub fn replies(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("DHCPREPLY"))
+            .map(str::to_string)
+            .collect()
     }
 
     /// `DHCPACK` lines so far (each one a lease granted or renewed).

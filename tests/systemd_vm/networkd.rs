@@ -12,7 +12,7 @@ use super::*;
 use common::vm::Dnsmasq;
 
 /// The IPv4 addresses on `dev` with their valid lifetime (`None`: forever).
-fn v4(vm: &Vm, dev: &str) -> Vec<(String, Option<u64>)> {
+pub(super) fn v4(vm: &Vm, dev: &str) -> Vec<(String, Option<u64>)> {
     let out = vm
         .try_sh(&format!("ip -j -4 addr show dev '{dev}'"))
         .unwrap_or_default();
@@ -44,7 +44,7 @@ fn network_file(vm: &Vm, dev: &str) -> String {
         .unwrap_or_default()
 }
 
-fn ifindex(vm: &Vm, dev: &str) -> Option<u32> {
+pub(super) fn ifindex(vm: &Vm, dev: &str) -> Option<u32> {
     // (Not /sys/class/net: the container's sysfs shows the host's links.)
     let out = vm.try_sh(&format!("ip -j link show dev '{dev}'")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).ok()?;

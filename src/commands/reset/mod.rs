@@ -315,7 +315,9 @@ fn restore_nics(
         Arc::new(links),
         Arc::new(VswitchdDatapath::new(&cfg.ovs_rundir, &cfg.datapath_type)),
     )
-    .with_host_network(Arc::new(crate::hostnet::Networkd::default()));
+    .with_host_network(Arc::new(crate::hostnet::HostNet::for_datapath(
+        &cfg.datapath_type,
+    )));
     let nics = en.restore_all().map_err(|e| {
         format!(
             "could not give the NIC back ({e}); nothing else was changed: fix the cause and run tether reset again"

@@ -17,8 +17,6 @@ use crate::netlink::{Addr, is_link_local, uplink_name};
 pub const UPPER_KINDS: &[&str] = &["macvlan", "macvtap", "ipvlan", "ipvtap"];
 
 /// The README's advice where NetworkManager would keep the lease on the uplink.
-const NM_FIX: &str = "let systemd-networkd or ifupdown manage the NIC, or give it a static address (README \"DHCP and network managers\")";
-
 /// A DHCP client process naming the NIC on its command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DhcpClient {
@@ -210,8 +208,8 @@ pub fn leftovers(nic: &str, bridge: &str, f: &PortFacts) -> Option<Finding> {
 }
 
 /// Item 8: who configures the NIC: its network manager (`hostnet::detect`), DHCP clients
-/// running for it outside one, netplan entries matching it. Warns where the lease would
-/// not follow the host port (NetworkManager), for clients tether was not tried with
+/// running for it outside one, netplan entries matching it. Warns for clients tether was
+/// not tried with
 /// (dhcpcd), and for netplan's `set-name` on a MAC or driver match (`netplan apply`
 /// renames the links it matches, and after the takeover the uplink still matches).
 pub fn network(
@@ -227,9 +225,6 @@ pub fn network(
         manager.plan(nic)
     )];
     let mut fixes: Vec<String> = Vec::new();
-    if *manager == Manager::NetworkManager {
-        fixes.push(NM_FIX.into());
-    }
     for c in clients {
         match c.program.as_str() {
             // ifup's own dhclient: the manager's plan said it.
@@ -322,6 +317,10 @@ pub fn lifetimes(
         (Manager::Ifupdown, _) => Some(format!(
             "ifupdown's dhclient renews them through {uplink} and puts them on the host port {nic}"
         )),
+        (Manager::NetworkManager, _) => Some(format!(
+            "NetworkManager renews them on the host port {nic} (tether's profile for it, with \
+             {nic}'s DHCP identity)"
+        )),
         (Manager::None, Some(c)) => Some(format!(
             "dhclient (pid {}) renews them through {uplink} and puts them on the host port {nic}",
             c.pid
@@ -330,17 +329,6 @@ pub fn lifetimes(
     };
     if let Some(r) = renewer {
         return Some(ok(WHAT, format!("{head}; {r}")));
-    }
-    if *manager == Manager::NetworkManager {
-        return Some(bad(
-            Level::Warn,
-            WHAT,
-            format!(
-                "{head}; NetworkManager renews the lease on {uplink}, not on the host port \
-                 {nic}, whose copies expire"
-            ),
-            NM_FIX,
-        ));
     }
     if let Some(c) = other {
         return Some(bad(
