@@ -681,6 +681,11 @@ fn a_patch_changes_only_its_flows_on_the_switch() {
     }
     let sb = sandbox();
     let of = start(&sb, 1);
+    // The replay after the first connect counts its flow mods too: wait for it (CI, under
+    // load, saw it land between the two counts).
+    of.reconnects()
+        .recv_timeout(common::patience(Duration::from_secs(10)))
+        .expect("the first replay");
     let port = |p: u32, out: u32| {
         Flow::new(2, 200)
             .matching(MatchField::InPort(p))

@@ -359,6 +359,10 @@ impl Networkd {
         else {
             return Ok(None);
         };
+        let iaid = read(&self.paths.networkd_state.join(ifindex.to_string()))
+            .and_then(|t| networkd::parse_link_state(&t).dhcp_lease)
+            .and_then(|lease| read(&lease))
+            .and_then(|t| networkd::lease_iaid(&t));
         let text = read(&network_file).ok_or_else(|| {
             err(
                 format!("read {}", network_file.display()),
@@ -369,7 +373,7 @@ impl Networkd {
             .into_iter()
             .filter_map(|p| read(&p).map(|t| (p, t)))
             .collect();
-        let host = networkd::render_host(nic, &network_file, &text, &drop_ins);
+        let host = networkd::render_host(nic, &network_file, &text, &drop_ins, iaid);
         let mut changed = self.put(
             &networkd::uplink_file_name(nic),
             &networkd::render_uplink(nic, uplink),

@@ -38,6 +38,8 @@ pub struct LinkState {
     pub network_file: Option<PathBuf>,
     /// `NETWORK_FILE_DROP_INS`: its drop-ins, in the order applied.
     pub drop_ins: Vec<PathBuf>,
+    /// `DHCP_LEASE`: the link's DHCPv4 lease file, when it has one.
+    pub dhcp_lease: Option<PathBuf>,
 }
 
 impl LinkState {
@@ -66,6 +68,7 @@ pub fn parse_link_state(text: &str) -> LinkState {
         match k.trim() {
             "ADMIN_STATE" => st.admin_state = v.to_string(),
             "NETWORK_FILE" if !v.is_empty() => st.network_file = Some(PathBuf::from(v)),
+            "DHCP_LEASE" if !v.is_empty() => st.dhcp_lease = Some(PathBuf::from(v)),
             // Space-separated (colon-separated in some releases); paths have neither.
             "NETWORK_FILE_DROP_INS" => {
                 st.drop_ins = v
@@ -78,6 +81,20 @@ pub fn parse_link_state(text: &str) -> LinkState {
         }
     }
     st
+}
+
+/// The IAID in a DHCPv4 lease file's `CLIENTID=` (hex): networkd's default client-id is
+/// RFC 4361's, type 255, then the IAID (4 bytes), then the DUID. None for another type
+/// (`ClientIdentifier=mac`: type 1 and the MAC, which the host port has too).
+pub fn lease_iaid(lease: &str) -> Option<u32> {
+    let hex = lease
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("CLIENTID="))?;
+    let hex = hex.trim();
+    if hex.len() < 10 || !hex.starts_with("ff") {
+        return None;
+    }
+    u32::from_str_radix(hex.get(2..10)?, 16).ok()
 }
 
 /// File names of the two runtime files for `nic`.
@@ -102,8 +119,19 @@ pub fn render_uplink(nic: &str, uplink: &str) -> String {
 }
 
 /// The host port `nic` gets what networkd gave the NIC: every section of `source` and of
-/// its drop-ins (in order) except `[Match]`, under a `[Match]` for the host port only.
-pub fn render_host(nic: &str, source: &Path, text: &str, drop_ins: &[(PathBuf, String)]) -> String {
+/// its drop-ins (in order) except `[Match]`, under a `[Match]` for the host port only; and,
+/// when the NIC's lease names its IAID (`iaid`), that IAID for DHCPv4 and DHCPv6. networkd
+/// derives a link's IAID from its udev persistent name (`ID_NET_NAME_PATH`, …), else from
+/// its MAC; the host port has no persistent name, so on a VM whose NIC has one it would
+/// send another client-id and DHCPv6 IAID, and a server keying its leases by them would
+/// hand out other addresses. Set last, so it is the value networkd keeps.
+pub fn render_host(
+    nic: &str,
+    source: &Path,
+    text: &str,
+    drop_ins: &[(PathBuf, String)],
+    iaid: Option<u32>,
+) -> String {
     let mut out = format!(
         "{HEADER}\n# The host port {nic} (an OVS internal port with the NIC's name and MAC) gets\n\
          # the configuration networkd gave the NIC, from {}{}.\n\
@@ -129,6 +157,12 @@ pub fn render_host(nic: &str, source: &Path, text: &str, drop_ins: &[(PathBuf, S
             out.push_str(rest.trim_end());
             out.push('\n');
         }
+    }
+    if let Some(iaid) = iaid {
+        out.push_str(&format!(
+            "\n# The NIC's own DHCP identity (its IAID, from its lease).\n\
+             [DHCPv4]\nIAID=0x{iaid:08x}\n\n[DHCPv6]\nIAID=0x{iaid:08x}\n"
+        ));
     }
     out
 }
@@ -171,6 +205,7 @@ mod tests {
                     "/etc/systemd/network/10-nic.network.d/mtu.conf".into(),
                     "/run/systemd/network/10-nic.network.d/x.conf".into()
                 ],
+                dhcp_lease: Some("/run/systemd/netif/leases/2".into()),
             }
         );
         assert!(st.managed());
@@ -209,17 +244,44 @@ mod tests {
             Path::new("/etc/systemd/network/10-netplan-eth0.network"),
             src,
             &[("/etc/x.d/mtu.conf".into(), dropin.into())],
+            None,
+        );
+        let want = format!(
+            "{HEADER}\n# The host port eth1 (an OVS internal port with the NIC's name and MAC) gets\n\
+             # the configuration networkd gave the NIC, from /etc/systemd/network/10-netplan-eth0.network and /etc/x.d/mtu.conf.\n\
+             [Match]\nName=eth1\nKind=openvswitch tun\n\
+             \n# cloud image\n\
+             [Network]\nDHCP=ipv4\n\n[DHCPv4]\nUseDomains=true\n\
+             \n[Link]\nMTUBytes=1400\n"
+        );
+        assert_eq!(got, want);
+        // With the NIC's IAID: pinned for both families, after everything copied.
+        let pinned = render_host(
+            "eth1",
+            Path::new("/etc/systemd/network/10-netplan-eth0.network"),
+            src,
+            &[("/etc/x.d/mtu.conf".into(), dropin.into())],
+            Some(0x97b9_64e0),
         );
         assert_eq!(
-            got,
+            pinned,
             format!(
-                "{HEADER}\n# The host port eth1 (an OVS internal port with the NIC's name and MAC) gets\n\
-                 # the configuration networkd gave the NIC, from /etc/systemd/network/10-netplan-eth0.network and /etc/x.d/mtu.conf.\n\
-                 [Match]\nName=eth1\nKind=openvswitch tun\n\
-                 \n# cloud image\n\
-                 [Network]\nDHCP=ipv4\n\n[DHCPv4]\nUseDomains=true\n\
-                 \n[Link]\nMTUBytes=1400\n"
+                "{want}\n# The NIC's own DHCP identity (its IAID, from its lease).\n\
+                 [DHCPv4]\nIAID=0x97b964e0\n\n[DHCPv6]\nIAID=0x97b964e0\n"
             )
         );
+    }
+
+    #[test]
+    fn the_iaid_from_a_lease_files_client_id() {
+        // networkd 252 in the systemd tier's container (IAID from the MAC: 0x174d0b40).
+        let lease = "# This is private data. Do not parse.\nADDRESS=192.0.2.10\n\
+                     CLIENTID=ff174d0b4000020000ab11345ae2da698c0221\nLIFETIME=120\n";
+        assert_eq!(lease_iaid(lease), Some(0x174d_0b40));
+        // ClientIdentifier=mac: type 1 and the MAC, nothing to pin.
+        assert_eq!(lease_iaid("CLIENTID=01020000000110\n"), None);
+        assert_eq!(lease_iaid("ADDRESS=192.0.2.10\n"), None);
+        assert_eq!(lease_iaid("CLIENTID=ff17\n"), None);
+        assert_eq!(lease_iaid("CLIENTID=ffzz4d0b40aa\n"), None);
     }
 }
