@@ -56,7 +56,14 @@ enum Profile {
     Mac,
     /// None written: NM's "Wired connection 1".
     Auto,
+    /// By name, with an explicit DHCP identity: a client-id, a DUID and an IAID that a new
+    /// profile would not have (NM's defaults: 01 and the MAC, a DUID from the machine-id,
+    /// the IAID from the interface name).
+    Identity,
 }
+
+/// [`Profile::Identity`]'s client-id (the one dnsmasq reserves 192.0.2.10 for).
+const EXPLICIT_CLIENT_ID: &str = "00:c0:ff:ee:00:00:01";
 
 fn nm_under(test: &'static str, tag: &str, profile: Profile) {
     if !common::privileged(test) {
@@ -64,7 +71,11 @@ fn nm_under(test: &'static str, tag: &str, profile: Profile) {
     }
     let mut c = Checks::new(test);
     let mut vm = Vm::new(tag, Addressing::None);
-    let dhcp = Dnsmasq::start_by_client_id(&vm.gw, vm.dir(), CLIENT_ID);
+    let client_id = match profile {
+        Profile::Identity => EXPLICIT_CLIENT_ID,
+        _ => CLIENT_ID,
+    };
+    let dhcp = Dnsmasq::start_by_client_id(&vm.gw, vm.dir(), client_id);
     for unit in [
         "multi-user.target.wants/NetworkManager.service",
         "dbus-org.freedesktop.NetworkManager.service",
@@ -75,8 +86,17 @@ fn nm_under(test: &'static str, tag: &str, profile: Profile) {
         )
         .expect("enable NetworkManager");
     }
+    let identity = match profile {
+        Profile::Identity => format!(
+            "[ipv4]\nmethod=auto\ndhcp-client-id={EXPLICIT_CLIENT_ID}\n\n\
+             [ipv6]\nmethod=auto\ndhcp-duid=00:02:00:00:ab:11:c0:ff:ee:01\ndhcp-iaid=0x11223344\n"
+        ),
+        _ => "[ipv4]\nmethod=auto\n\n[ipv6]\nmethod=auto\n".to_string(),
+    };
     let matching = match profile {
-        Profile::Name => Some("[connection]\nid=nic\ntype=ethernet\ninterface-name=eth1\n"),
+        Profile::Name | Profile::Identity => {
+            Some("[connection]\nid=nic\ntype=ethernet\ninterface-name=eth1\n")
+        }
         Profile::Mac => Some(
             "[connection]\nid=nic\ntype=ethernet\n\n[ethernet]\nmac-address=02:00:00:00:01:10\n",
         ),
@@ -84,10 +104,7 @@ fn nm_under(test: &'static str, tag: &str, profile: Profile) {
     };
     if let Some(m) = matching {
         let path = "/etc/NetworkManager/system-connections/nic.nmconnection";
-        vm.write(
-            path,
-            &format!("{m}\n[ipv4]\nmethod=auto\n\n[ipv6]\nmethod=auto\n"),
-        );
+        vm.write(path, &format!("{m}\n{identity}"));
         std::fs::set_permissions(
             vm.root().join(path.trim_start_matches('/')),
             std::os::unix::fs::PermissionsExt::from_mode(0o600),
@@ -272,5 +289,17 @@ fn dhcp_under_networkmanager_wired_connection_1() {
         "dhcp_under_networkmanager_wired_connection_1",
         "nmauto",
         Profile::Auto,
+    );
+}
+
+/// Without the identity carried over, the host port's profile would ask with NM's
+/// defaults: dnsmasq would give it another IPv4 address (192.0.2.10 is reserved for the
+/// explicit client-id) and another IPv6 one (another DUID and IAID).
+#[test]
+fn dhcp_under_networkmanager_explicit_identity() {
+    nm_under(
+        "dhcp_under_networkmanager_explicit_identity",
+        "nmid",
+        Profile::Identity,
     );
 }
