@@ -3,7 +3,8 @@
 //! matching it by name, by MAC, or by driver and MAC (Azure's netplan), or ifupdown's
 //! dhclient does. tether takes it
 //! over; past the lease's expiry the address must still be on the host port, renewed, the
-//! uplink `eth1~` must carry none, and the VM must stay reachable. Deleting the
+//! uplink `eth1~` must carry none, a restart of networkd must change nothing, and the VM
+//! must stay reachable. Deleting the
 //! ExternalNode gives the NIC back, and networkd gets it its lease on its own name.
 
 use std::time::{Duration, Instant};
@@ -195,6 +196,26 @@ fn dhcp_under(test: &'static str, tag: &str, client: Client) {
             HOST_FILE,
             file.clone(),
             file == HOST_FILE,
+        );
+        // A restart of networkd while attached changes nothing.
+        vm.sh("systemctl restart systemd-networkd");
+        std::thread::sleep(Duration::from_secs(10));
+        let host = v4(&vm, NIC);
+        let up = v4(&vm, &format!("{NIC}~"));
+        let routes = vm.sh("ip -4 route show default");
+        c.check(
+            "10 s after systemctl restart systemd-networkd: as before",
+            "192.0.2.10/24 on eth1, none on eth1~, one default route via eth1, tether's file",
+            format!(
+                "{host:?}; eth1~ {up:?}; {}; {}",
+                routes.trim(),
+                network_file(&vm, NIC)
+            ),
+            host.iter().any(|(ip, _)| ip == &format!("{VM_IP}/24"))
+                && up.is_empty()
+                && routes.lines().count() == 1
+                && routes.contains("dev eth1 ")
+                && network_file(&vm, NIC) == HOST_FILE,
         );
     }
     let reach = ping_gw(&vm)
