@@ -14,14 +14,23 @@ use common::vm::Dnsmasq;
 
 /// The IPv4 addresses on `dev` with their valid lifetime (`None`: forever).
 pub(super) fn v4(vm: &Vm, dev: &str) -> Vec<(String, Option<u64>)> {
-    let out = vm
-        .try_sh(&format!("ip -j -4 addr show dev '{dev}'"))
-        .unwrap_or_default();
+    addresses(vm, &format!("-4 addr show dev '{dev}'"))
+}
+
+/// The global IPv6 addresses on `dev` with their valid lifetime (`None`: forever).
+pub(super) fn v6(vm: &Vm, dev: &str) -> Vec<(String, Option<u64>)> {
+    addresses(vm, &format!("-6 addr show dev '{dev}' scope global"))
+}
+
+/// What `ip -j <args>` lists: each address with its valid lifetime.
+fn addresses(vm: &Vm, args: &str) -> Vec<(String, Option<u64>)> {
+    let out = vm.try_sh(&format!("ip -j {args}")).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
     v.as_array()
         .into_iter()
         .flatten()
         .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
+        .filter(|a| a["local"].is_string())
         .map(|a| {
             (
                 format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]),

@@ -10,34 +10,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::networkd::{ifindex, v4};
+use super::networkd::{ifindex, v4, v6};
 use super::*;
 use common::vm::Dnsmasq;
 
 /// NetworkManager's default DHCPv4 client-id: 01 and the MAC.
 const CLIENT_ID: &str = "01:02:00:00:00:01:10";
-
-/// The global IPv6 addresses on `dev` with their valid lifetime (`None`: forever).
-fn v6(vm: &Vm, dev: &str) -> Vec<(String, Option<u64>)> {
-    let out = vm
-        .try_sh(&format!("ip -j -6 addr show dev '{dev}' scope global"))
-        .unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
-        .filter(|a| a["local"].is_string())
-        .map(|a| {
-            (
-                format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]),
-                a["valid_life_time"]
-                    .as_u64()
-                    .filter(|&t| t != u32::MAX as u64),
-            )
-        })
-        .collect()
-}
 
 /// `nmcli -t device` lines for `eth1` and `eth1~` (device:type:state:connection).
 fn nm_devices(vm: &Vm) -> String {
