@@ -295,7 +295,15 @@ pub fn delete(nic: &str) -> Vec<String> {
 
 /// NM's device state numbers (`NMDeviceState`).
 pub const STATE_UNMANAGED: u32 = 10;
+pub const STATE_PREPARE: u32 = 40;
 pub const STATE_ACTIVATED: u32 = 100;
+
+/// Whether the host port `nic` needs `nmcli connection up`: not when NM is already on tether's
+/// profile there, activated or on its way (prepare … secondaries: after an NM restart it
+/// assumes the profile and asks for the lease again, and an `up` then would start over).
+pub fn needs_up(nic: &str, host: &DeviceInfo) -> bool {
+    host.connection != profile_name(nic) || !(STATE_PREPARE..=STATE_ACTIVATED).contains(&host.state)
+}
 
 #[cfg(test)]
 mod tests;

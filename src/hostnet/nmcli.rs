@@ -124,7 +124,7 @@ impl NetworkManager {
             self.run(&nm::set_managed(uplink, false))?;
         }
         let host = self.device(nic)?;
-        if host.state == nm::STATE_ACTIVATED && host.connection == nm::profile_name(nic) {
+        if !nm::needs_up(nic, &host) {
             return Ok(());
         }
         if self.port == PortKind::Generic && host.state == nm::STATE_UNMANAGED {

@@ -193,9 +193,33 @@ fn nm_under(test: &'static str, tag: &str, profile: Profile) {
         format!("first seen: {on_uplink:?}"),
         on_uplink.is_empty(),
     );
+    // NetworkManager takes the host port back by itself ("assume") and asks for the lease
+    // again: here within a second; under CI's load (the kernel tier's emulated VM beside
+    // eight containers) it once took longer than 15 s, so it is given a minute and the time
+    // it took is printed.
+    let (acks_r, restarted) = (dhcp.acks().len(), Instant::now());
     vm.sh("systemctl restart NetworkManager");
-    std::thread::sleep(Duration::from_secs(15));
-    attached_ok(&vm, &mut c, "15 s after systemctl restart NetworkManager");
+    let settled = poll(Duration::from_secs(60), || {
+        (nm_devices(&vm).contains("eth1:connected:tether-eth1") && dhcp.acks().len() > acks_r)
+            .then_some(restarted.elapsed())
+    });
+    c.check(
+        "systemctl restart NetworkManager: it takes the host port back with tether's profile \
+         and renews the lease",
+        "eth1:connected:tether-eth1 and a DHCPACK within 60 s",
+        match settled {
+            Some(t) => format!("after {:.1} s", t.as_secs_f64()),
+            None => format!("not after 60 s: {}", nm_devices(&vm)),
+        },
+        settled.is_some(),
+    );
+    attached_ok(&vm, &mut c, "after systemctl restart NetworkManager");
+    // What tether and NetworkManager said about the host port, for a failed check above.
+    println!(
+        "tether on NetworkManager:\n{}\nNetworkManager on eth1:\n{}",
+        vm.journal("tether", "--grep NetworkManager"),
+        vm.journal("NetworkManager", "--grep 'eth1[^~]' -n 60")
+    );
     let reach = ping_gw(&vm)
         && vm
             .gw

@@ -69,6 +69,35 @@ fn the_device_says_its_profile_state_and_dhcp_identity() {
     assert_eq!((unmanaged.state, unmanaged.client_id), (10, None));
 }
 
+/// The host port is brought up only when NM is not already on tether's profile there: an
+/// NM restart leaves it activating (state 70) for a while, and an `up` would start over.
+#[test]
+fn the_host_port_is_brought_up_only_when_nm_is_not_on_its_way() {
+    let host = |state: u32, connection: &str| DeviceInfo {
+        state,
+        connection: connection.into(),
+        ..DeviceInfo::default()
+    };
+    let cases = [
+        (100, "tether-eth1", false),
+        (70, "tether-eth1", false),
+        (40, "tether-eth1", false),
+        (30, "", true),
+        (120, "tether-eth1", true),
+        (110, "tether-eth1", true),
+        (10, "", true),
+        (100, "eth1", true),
+        (70, "Wired connection 1", true),
+    ];
+    for (state, connection, want) in cases {
+        assert_eq!(
+            needs_up("eth1", &host(state, connection)),
+            want,
+            "state {state} on {connection:?}"
+        );
+    }
+}
+
 #[test]
 fn the_host_ports_profile_is_the_nics_with_its_identity_and_metric_pinned() {
     let args = add_profile(
