@@ -18,8 +18,9 @@ MIRROR=${TETHER_VM_MIRROR:-http://deb.debian.org/debian}
 CACHE=/var/cache/tether-test
 # initramfs-tools before the kernel, so that the kernel's postinst builds the initrd with
 # MODULES=list. kmod: modprobe. tcpdump, ethtool: the tests' packet checks.
-# iperf3: the NetworkPolicy e2e cases (Antrea's VM e2e runs them with it).
-EXTRA_PKGS=(initramfs-tools kmod tcpdump ethtool iperf3)
+# iperf3: the NetworkPolicy e2e cases (Antrea's VM e2e runs them with it). dnsmasq-base:
+# the DHCP server of tests/kernel_vm/hostnet.sh.
+EXTRA_PKGS=(initramfs-tools kmod tcpdump ethtool iperf3 dnsmasq-base)
 IMG_SIZE=2G
 GUEST=tests/kernel_vm/guest
 

@@ -6,15 +6,17 @@
 # said in the output; the harness's timeouts scale with it). The test binaries are built on
 # the host (`cargo test --no-run`) and run in the guest with TETHER_TEST_DATAPATH=system, the
 # repository shared at its own path. Then, in the same VM, the reboot scenario
-# (tests/kernel_vm/reboot.sh): tether's unit enabled, the NIC taken over, a real reboot.
+# (tests/kernel_vm/reboot.sh): tether's unit enabled, the NIC taken over, a real reboot; and
+# after it the network managers' scenario (tests/kernel_vm/hostnet.sh: networkd's DHCP
+# identity with a udev-named NIC, NetworkManager on this datapath).
 #   sudo ./scripts/kernel-tier.sh                  everything below
 #   sudo ./scripts/kernel-tier.sh externalnode ... only these test binaries (and no reboot)
-#   KERNEL_TIER_REBOOT=0                           skip the reboot scenario
+#   KERNEL_TIER_REBOOT=0                           skip the reboot and network managers' scenarios
 #   TETHER_VM_CPU=<model>                          another -cpu for qemu (default: max under TCG)
 # Where the tier cannot run (no qemu, not root) it says why and FAILS; set
 # TETHER_SKIP_KERNEL_TIER=1 to skip it on purpose (it then says so and exits 0).
 # Results: target/kernel-tier/ (suite.txt: one line per binary; test-<name>.log; the
-# console; reboot.txt).
+# console; reboot.txt, hostnet.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -125,11 +127,11 @@ printf 'REPO=%q\nTETHER_BIN=%q\nTETHER_READY=%q\n' "$repo" "$tether_bin" "$out/.
 files=("$work/tests.list" "$work/tier.env")
 vm_opts=(-v "$repo:$repo" --out "$out/vm")
 if ((reboot)); then
-  files+=(tests/kernel_vm/reboot.sh)
+  files+=(tests/kernel_vm/lib.sh tests/kernel_vm/reboot.sh tests/kernel_vm/hostnet.sh)
   vm_opts+=(--nics)
 fi
 
-echo "== kernel tier: ${#wanted[@]} test binaries$( ((reboot)) && echo ", then a reboot") in a VM" >&2
+echo "== kernel tier: ${#wanted[@]} test binaries$( ((reboot)) && echo ", then a reboot and the network managers") in a VM" >&2
 start=$SECONDS
 rc=0
 # In the background, so that a TERM to this script reaches the VM's runner (which stops qemu).
@@ -147,12 +149,14 @@ if [[ $(cat "$out/.tether" 2>/dev/null) != ok ]]; then
   echo "kernel tier: FAILED: the tier's tether did not build" >&2
   rc=1
 fi
-for f in suite.txt reboot.txt; do
+for f in suite.txt reboot.txt hostnet.txt; do
   [[ -f $out/vm/$f ]] && cp "$out/vm/$f" "$out/$f"
 done
 echo "== kernel tier results ($((SECONDS - start)) s, $(cat "$out/vm/timing" 2>/dev/null | sed 's/^kernel-vm: //'))" >&2
 if [[ -s $out/suite.txt ]]; then cat "$out/suite.txt" >&2; else echo "(no suite results)" >&2; fi
-[[ -f $out/reboot.txt ]] && cat "$out/reboot.txt" >&2
+for f in reboot.txt hostnet.txt; do
+  [[ -f $out/$f ]] && cat "$out/$f" >&2
+done
 for log in "$out"/vm/test-*.log; do
   [[ -f $log ]] || continue
   if grep -qE '^test .* FAILED$|^error: test failed' "$log"; then

@@ -360,6 +360,7 @@ fn controllers(
     )
     .with_host_network(Arc::new(crate::hostnet::HostNet::for_datapath(
         &cfg.datapath_type,
+        &cfg.state_dir,
     )));
     Ok(Controllers {
         tc: Arc::new(tc),

@@ -172,11 +172,12 @@ pub struct HostNet {
 }
 
 impl HostNet {
-    /// For the datapath type in use (`system` or `netdev`: the host port's kind to NM).
-    pub fn for_datapath(datapath_type: &str) -> HostNet {
+    /// For the datapath type in use (`system` or `netdev`: the host port's kind to NM),
+    /// keeping what NetworkManager's side must remember in tether's `state_dir`.
+    pub fn for_datapath(datapath_type: &str, state_dir: &Path) -> HostNet {
         HostNet {
             networkd: Networkd::default(),
-            nm: NetworkManager::for_datapath(datapath_type),
+            nm: NetworkManager::for_datapath(datapath_type, Some(state_dir.to_path_buf())),
         }
     }
 

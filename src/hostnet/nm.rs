@@ -18,8 +18,10 @@
 //!   with its addresses, where an `unmanaged-devices` setting would take it down);
 //! * once attached: the host port managed (the kernel datapath's port is a generic device,
 //!   unmanaged by default) and the profile up; checked again on every sync;
-//! * when the NIC is given back: the profile deleted and the NIC managed again, so that NM
-//!   activates its own profile on it and renews the same lease.
+//! * when the NIC is given back: the profile deleted and the NIC managed again, and its own
+//!   profile up again (by the UUID remembered at the takeover; NM activates it by itself on
+//!   leased addresses, but takes static ones as an "external" connection), so that NM
+//!   renews the same lease or keeps the static configuration as its own.
 //!
 //! The profile's type follows the host port's device: `tun` (mode tap) on the userspace
 //! datapath, `generic` on the kernel one (Debian's NM has no OVS device plugin; with
@@ -286,6 +288,21 @@ pub fn set_managed(dev: &str, on: bool) -> Vec<String> {
 /// `nmcli connection up tether-<nic>`.
 pub fn up(nic: &str) -> Vec<String> {
     vec!["connection".into(), "up".into(), profile_name(nic)]
+}
+
+/// `nmcli connection up uuid <uuid>`: the NIC's own profile, by the UUID it had at the
+/// takeover (names need not be unique).
+pub fn up_own(uuid: &str) -> Vec<String> {
+    ["connection", "up", "uuid", uuid].map(String::from).into()
+}
+
+/// Whether the NIC, managed again, needs its own profile (`own`, the UUID it had at the
+/// takeover) brought up: NM activates it by itself when the NIC's addresses are leases, but
+/// on addresses without a lifetime (a static profile) it "assumes" them as an external
+/// connection named after the device, which NM then neither owns nor reconfigures. An
+/// activation of its own profile already under way is left alone.
+pub fn needs_own_profile(own: &str, nic: &DeviceInfo) -> bool {
+    !own.is_empty() && nic.profile_uuid != own
 }
 
 /// `nmcli connection delete tether-<nic>`.

@@ -20,11 +20,16 @@ pub struct NetworkManager {
     pub port: PortKind,
     /// The command (`nmcli`; tests substitute their own).
     pub nmcli: Vec<String>,
+    /// Where the NIC's own profile's UUID is kept while it is attached (tether's state
+    /// directory: it outlives a restart of tether), to bring that profile up again when the
+    /// NIC is given back. None: not kept.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl NetworkManager {
-    /// For the datapath type in use (`system` or `netdev`).
-    pub fn for_datapath(datapath_type: &str) -> NetworkManager {
+    /// For the datapath type in use (`system` or `netdev`), keeping what it must remember
+    /// in `state_dir`.
+    pub fn for_datapath(datapath_type: &str, state_dir: Option<PathBuf>) -> NetworkManager {
         NetworkManager {
             enabled: super::in_init_netns(),
             paths: Paths::default(),
@@ -35,7 +40,38 @@ impl NetworkManager {
                 PortKind::Generic
             },
             nmcli: vec!["nmcli".into()],
+            state_dir,
         }
+    }
+
+    /// The file that keeps the NIC's own profile's UUID while `nic` is attached.
+    fn own_profile_file(&self, nic: &str) -> Option<PathBuf> {
+        self.state_dir
+            .as_ref()
+            .map(|d| d.join(format!("nm-{nic}.profile")))
+    }
+
+    fn remember_own_profile(&self, nic: &str, uuid: &str) -> Result<(), HostNetError> {
+        let Some(path) = self.own_profile_file(nic) else {
+            return Ok(());
+        };
+        let op = format!("keep {nic}'s NetworkManager profile in {}", path.display());
+        let tmp = path.with_extension("tmp");
+        std::fs::create_dir_all(path.parent().unwrap_or(&path))
+            .and_then(|()| std::fs::write(&tmp, format!("{uuid}\n")))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| HostNetError {
+                op,
+                detail: e.to_string(),
+            })
+    }
+
+    fn own_profile(&self, nic: &str) -> Option<String> {
+        let text = read(&self.own_profile_file(nic)?)?;
+        let uuid = text.trim();
+        // A UUID, nothing else, goes on nmcli's command line.
+        (!uuid.is_empty() && uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+            .then(|| uuid.to_string())
     }
 
     fn run(&self, args: &[String]) -> Result<String, HostNetError> {
@@ -95,6 +131,9 @@ impl NetworkManager {
             self.run(&nm::delete(nic))?;
         }
         self.run(&nm::add_profile(nic, self.port, &profile, &dev, metric))?;
+        if let Err(e) = self.remember_own_profile(nic, &dev.profile_uuid) {
+            log::warn!("{e} (when {nic} is given back NetworkManager picks its profile itself)");
+        }
         self.run(&nm::set_managed(nic, false))?;
         Ok(Some(format!(
             "NetworkManager manages {nic} (profile {:?}): the host port {nic} gets an in-memory \
@@ -140,8 +179,8 @@ impl NetworkManager {
         Ok(())
     }
 
-    /// `nic` is the NIC again: tether's profile goes, and NM manages the NIC again (its own
-    /// profile comes back on it and renews the lease).
+    /// `nic` is the NIC again: tether's profile goes, NM manages the NIC again, and the
+    /// NIC's own profile is up on it (it renews the lease, or owns the static settings).
     pub fn released(&self, nic: &str) -> Result<(), HostNetError> {
         if !self.enabled || !self.has_profile(nic) {
             return Ok(());
@@ -152,6 +191,22 @@ impl NetworkManager {
             "NetworkManager: profile {} deleted, {nic} managed again",
             nm::profile_name(nic)
         );
+        let Some(own) = self.own_profile(nic) else {
+            return Ok(());
+        };
+        let dev = self.device(nic)?;
+        if nm::needs_own_profile(&own, &dev) {
+            self.run(&nm::up_own(&own))?;
+            log::info!(
+                "NetworkManager: {nic}'s own profile {own} up again (NetworkManager was on {:?}, \
+                 state {})",
+                dev.connection,
+                dev.state
+            );
+        }
+        if let Some(path) = self.own_profile_file(nic) {
+            let _ = std::fs::remove_file(path);
+        }
         Ok(())
     }
 }

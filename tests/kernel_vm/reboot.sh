@@ -4,9 +4,7 @@
 # init and tether's unit enabled. After the boot ovs-vswitchd re-creates the host port from
 # OVSDB while the NIC has its own name and addresses again (Antrea #4122); the VM must come
 # back reachable with tether READY and the NIC taken over again.
-# The VM's NIC is a real virtio NIC (enp0s16, 02:00:00:00:01:10) configured by
-# systemd-networkd; its wire is a qemu hub to a second NIC (enp0s17), moved into a "gw"
-# namespace at every boot: the gateway outside the VM (192.0.2.1, 2001:db8:1::1).
+# The VM's NIC (lib.sh) is configured by systemd-networkd.
 # tether is installed with the README's manual install steps (the debug build stands for
 # the release binary) and reads a manifests directory.
 # Phase 1 (boot 1) ends with exit 194: tier-run reboots. Phase 2 checks. PASS/FAIL lines go
@@ -14,51 +12,10 @@
 set -u
 . ./tier.env
 out=$PWD/out
-R=$out/reboot.txt
-NIC=enp0s16 GWNIC=enp0s17
-scale=${TETHER_TEST_TIMEOUT_SCALE:-1}
-failed=0
-check() { # check NAME COMMAND...: one PASS/FAIL line
-  local name=$1
-  shift
-  if "$@" >>"$out/reboot.log" 2>&1; then
-    echo "PASS $name" | tee -a "$R"
-  else
-    echo "FAIL $name" | tee -a "$R"
-    failed=1
-  fi
-}
-# wait_until SECONDS COMMAND...: poll every 0.5 s, the deadline stretched by the scale.
-wait_until() {
-  local end=$((SECONDS + $1 * scale))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS >= end)) && return 1
-    sleep 0.5
-  done
-}
-gw() { ip netns exec gw "$@"; }
-# The gateway: the hub's other NIC in a namespace of its own (a fresh one at every boot).
-gateway() {
-  ip netns add gw
-  ip link set "$GWNIC" netns gw
-  gw ip link set lo up
-  gw sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf."$GWNIC".accept_dad=0
-  gw ip link set "$GWNIC" up
-  gw ip addr add 192.0.2.1/24 dev "$GWNIC"
-  gw ip -6 addr add 2001:db8:1::1/64 dev "$GWNIC"
-}
-pings() { gw ping -c 3 -i 0.3 -W 2 "$1" | tee -a "$out/reboot.log" | grep -q ' 3 received' ; }
+R=$out/reboot.txt L=$out/reboot.log
+. ./lib.sh
 no_dup() { ! gw ping -c 3 -i 0.3 -W 2 "$1" | grep -q 'DUP!'; }
-holds() { ip -br addr show dev "$1" | grep -q "$2"; }
-enslaved() { ip -d link show dev "$NIC~" | grep -q 'master ovs-system'; }
-internal() { ip -d link show dev "$NIC" | grep -q 'openvswitch '; }
 host_port() { internal && holds "$NIC" 192.0.2.10 && holds "$NIC" 2001:db8:1::10; }
-tether_ready() {
-  systemctl is-active -q tether &&
-    systemctl show -p StatusText --value tether | grep -q '^ready' &&
-    tether status --json --state-socket /run/tether/tether.sock | grep -q '"step": *"attached"'
-}
 # What this boot did, for the record: the units' journal, links and addresses, OVS.
 state() {
   journalctl -b --no-pager -o short-monotonic -u tether -u ovs-vswitchd -u ovsdb-server \
@@ -88,35 +45,13 @@ RequiredForOnline=no
 EOF
   sysctl -qw net.ipv6.conf."$NIC".accept_dad=0
   echo "net.ipv6.conf.default.accept_dad=0" >/etc/sysctl.d/10-no-dad.conf
-  systemctl enable --now systemd-networkd >>"$out/reboot.log" 2>&1
+  systemctl enable --now systemd-networkd >>"$L" 2>&1
   check "networkd configures the NIC" wait_until 30 holds "$NIC" 192.0.2.10
   check "the VM answers before tether" pings 192.0.2.10
-  systemctl enable --now openvswitch-switch >>"$out/reboot.log" 2>&1
+  systemctl enable --now openvswitch-switch >>"$L" 2>&1
   check "openvswitch-switch is up" wait_until 60 ovs-vsctl show
-  # The README's manual install (### Manual install), the build stood in for.
-  cd "$REPO"
-  install -m 0755 "$TETHER_BIN" /usr/local/bin/tether
-  install -m 0644 systemd/tether.service /etc/systemd/system/tether.service
-  install -d -m 0700 /etc/tether /etc/tether/manifests
-  install -m 0600 deploy/tether.yaml /etc/tether/tether.yaml
-  sed -i -e 's|^kubeconfig: .*|manifests: /etc/tether/manifests|' \
-    -e 's|^# nodeName: .*|nodeName: vm1|' /etc/tether/tether.yaml
-  cat >/etc/tether/manifests/externalnode.yaml <<'EOF'
-apiVersion: crd.antrea.io/v1alpha1
-kind: ExternalNode
-metadata:
-  name: vm1
-  namespace: vm-ns
-spec:
-  interfaces:
-    - ips: ["192.0.2.10", "2001:db8:1::10"]
-EOF
-  cd - >/dev/null
-  tether check --config /etc/tether/tether.yaml >>"$out/reboot.log" 2>&1
-  # The README's last step is `systemctl enable --now tether`, which waits for READY (up to
-  # the unit's TimeoutStartSec): the same, without the wait, which the check below does.
-  systemctl daemon-reload && systemctl enable tether >>"$out/reboot.log" 2>&1
-  systemctl start --no-block tether
+  externalnode 192.0.2.10 2001:db8:1::10
+  install_tether
   check "boot 1: tether READY with the NIC attached" wait_until 60 tether_ready
   check "boot 1: $NIC~ enslaved to ovs-system" enslaved
   check "boot 1: $NIC is the internal port with the VM's addresses" host_port

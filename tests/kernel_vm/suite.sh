@@ -9,7 +9,8 @@
 # TIER_SKIP=<test>: --skip <test>; TIER_NO_TETHER=1: runs before the tier's tether is built)
 # For each: out/test-<name>.log, and a line in out/suite.txt:
 #   <name> rc=<n> <seconds>s <cargo's result line>
-# Then the reboot scenario (./reboot.sh) when it is next to this script, across a real reboot.
+# Then the reboot scenario (./reboot.sh) when it is next to this script, across a real reboot,
+# and after it the network managers' scenario (./hostnet.sh).
 set -u
 . ./tier.env
 out=$PWD/out
@@ -62,8 +63,12 @@ if [[ ${TIER_BOOT:-1} == 1 ]]; then
   fi
   exit $rc_all
 fi
-# After the reboot the scenario checks what came back; the suite's verdict counts too.
+# After the reboot the scenario checks what came back; then, in the same boot, the network
+# managers' scenario (./hostnet.sh) when it is there. The suite's verdict counts too.
 bash ./reboot.sh
 rc=$?
+if [[ -f hostnet.sh ]]; then
+  bash ./hostnet.sh || rc=1
+fi
 ((rc == 0)) && rc=$(cat "$out/suite.rc")
 exit "$rc"

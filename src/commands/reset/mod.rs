@@ -317,6 +317,7 @@ fn restore_nics(
     )
     .with_host_network(Arc::new(crate::hostnet::HostNet::for_datapath(
         &cfg.datapath_type,
+        &cfg.state_dir,
     )));
     let nics = en.restore_all().map_err(|e| {
         format!(

@@ -211,3 +211,26 @@ fn values_are_read_field_by_field() {
     assert_eq!(parse_values(&fields, "auto\n"), None);
     assert_eq!(profile_fields().len(), COPIED.len() + 5);
 }
+
+/// Given back, the NIC's own profile is brought up unless NM is on it already (it is, by
+/// itself, after a DHCP profile; after a static one NM shows an external connection named
+/// after the device: seen in the kernel tier on NetworkManager 1.42).
+#[test]
+fn given_back_the_nic_gets_its_own_profile_unless_nm_is_on_it() {
+    let own = "148ceed3-3d3e-3dc9-930e-80cf6365b952";
+    let nic = |uuid: &str| DeviceInfo {
+        profile_uuid: uuid.into(),
+        ..DeviceInfo::default()
+    };
+    assert!(!needs_own_profile(own, &nic(own)));
+    assert!(needs_own_profile(
+        own,
+        &nic("1382c7af-60f8-4754-bd03-5c03896cec4a")
+    ));
+    assert!(needs_own_profile(own, &nic("")));
+    assert!(!needs_own_profile("", &nic("")));
+    assert_eq!(
+        up_own(own),
+        ["connection", "up", "uuid", own].map(String::from)
+    );
+}
