@@ -64,7 +64,8 @@ impl Manager {
                  NetworkManager profile {} (nmcli connection add save no: the settings and DHCP \
                  identity of {nic}'s own profile) and sets {nic} unmanaged (NetworkManager \
                  follows the NIC to {uplink}); once attached the profile is brought up; when \
-                 the NIC is given back the profile goes and {nic} is managed again",
+                 the NIC is given back the profile goes, {nic} is managed again and its own \
+                 profile up again",
                 nm::profile_name(nic)
             ),
             Manager::Ifupdown => format!(
