@@ -10,7 +10,8 @@
 # after it the network managers' scenario (tests/kernel_vm/hostnet.sh: networkd's DHCP
 # identity with a udev-named NIC, NetworkManager on this datapath).
 #   sudo ./scripts/kernel-tier.sh                  everything below
-#   sudo ./scripts/kernel-tier.sh externalnode ... only these test binaries (and no reboot)
+#   sudo ./scripts/kernel-tier.sh externalnode ... only these test binaries (and no reboot
+#                                                  unless KERNEL_TIER_REBOOT=1)
 #   KERNEL_TIER_REBOOT=0                           skip the reboot and network managers' scenarios
 #   TETHER_VM_CPU=<model>                          another -cpu for qemu (default: max under TCG)
 # Where the tier cannot run (no qemu, not root) it says why and FAILS; set
@@ -71,7 +72,7 @@ ON_REQUEST=()
 reboot=${KERNEL_TIER_REBOOT:-1}
 wanted=()
 if (($#)); then
-  reboot=0
+  reboot=${KERNEL_TIER_REBOOT:-0}
   for w in "$@"; do
     found=""
     for e in "${ALL[@]}" "${ON_REQUEST[@]}"; do [[ ${e%% *} == "$w" ]] && found=$e; done

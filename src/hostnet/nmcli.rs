@@ -182,7 +182,14 @@ impl NetworkManager {
     /// `nic` is the NIC again: tether's profile goes, NM manages the NIC again, and the
     /// NIC's own profile is up on it (it renews the lease, or owns the static settings).
     pub fn released(&self, nic: &str) -> Result<(), HostNetError> {
-        if !self.enabled || !self.has_profile(nic) {
+        if !self.enabled {
+            return Ok(());
+        }
+        if !self.has_profile(nic) {
+            // Nothing of tether's in NM (gone with a reboot): nor any UUID kept for it.
+            if let Some(path) = self.own_profile_file(nic) {
+                let _ = std::fs::remove_file(path);
+            }
             return Ok(());
         }
         self.run(&nm::delete(nic))?;

@@ -13,10 +13,14 @@
 #    After the takeover the host port's own lease must carry the NIC's client-id and the
 #    same addresses; after the give-back the NIC gets them again.
 # 2. NetworkManager (the RHEL family's manager) with a static profile bound by
-#    interface-name (addresses, gateway, DNS, MTU 1400): the host port is a generic device
-#    to NM on this datapath. After the takeover NM runs tether's profile there and leaves
-#    enp0s16~ alone; a restart of NetworkManager changes nothing; after the give-back the
-#    NIC has its own profile again.
+#    interface-name (addresses, gateway, a route, DNS, MTU 1400): the host port is a
+#    generic device to NM on this datapath. After the takeover NM runs tether's profile
+#    there and leaves enp0s16~ alone; a restart of NetworkManager changes nothing; after
+#    the give-back the NIC has its own profile again.
+# The old code fails both: before the IAID pin (d47607b) the host port leased 192.0.2.78
+# with client-id ff174d0b40… (the MAC's IAID) where the NIC had .77 with ff97b964e0…;
+# before NetworkManager support (728c679) NM kept the NIC's profile on enp0s16~ and left
+# the host port unmanaged.
 # PASS/FAIL lines go to out/hostnet.txt; the exit status is 1 when any check failed.
 set -u
 . ./tier.env
@@ -150,6 +154,7 @@ mtu=1400
 method=manual
 address1=192.0.2.10/24,192.0.2.1
 dns=192.0.2.53;
+route1=198.51.100.0/24,192.0.2.254
 
 [ipv6]
 method=manual
@@ -160,9 +165,12 @@ chmod 600 /etc/NetworkManager/system-connections/nic.nmconnection
 systemctl unmask NetworkManager.service >>"$L" 2>&1
 systemctl start NetworkManager >>"$L" 2>&1
 nm_on() { nmcli -t -f DEVICE,STATE,CONNECTION device | grep -qx "$1"; }
-nm_static() { holds "$1" 192.0.2.10/24 && holds "$1" 2001:db8:1::10/64 && ip link show dev "$1" | grep -q ' mtu 1400 '; }
+nm_static() {
+  holds "$1" 192.0.2.10/24 && holds "$1" 2001:db8:1::10/64 && ip link show dev "$1" | grep -q ' mtu 1400 ' &&
+    ip -4 route show 198.51.100.0/24 | grep -q "via 192.0.2.254 dev $1 "
+}
 nm_dns() { [[ $(nmcli -g IP4.DNS device show "$1") == 192.0.2.53 ]]; }
-check "NetworkManager: the NIC connected with its profile, MTU 1400" \
+check "NetworkManager: the NIC connected with its profile (addresses, a route, MTU 1400)" \
   wait_until 30 eval "nm_on '$NIC:connected:nic' && nm_static $NIC"
 externalnode 192.0.2.10 2001:db8:1::10
 check "NetworkManager: the NIC taken over" wait_until 30 attached
@@ -170,7 +178,7 @@ nm_attached() {
   nm_on "$NIC:connected:tether-$NIC" && nm_on "$NIC~:unmanaged:" && nm_static "$NIC" && nm_dns "$NIC" &&
     no_global "$NIC~" && one_default_via "$NIC"
 }
-check "NetworkManager: tether's profile on the host port (addresses, DNS, MTU), $NIC~ unmanaged and bare, one default route" \
+check "NetworkManager: tether's profile on the host port (addresses, route, DNS, MTU), $NIC~ unmanaged and bare, one default route" \
   wait_until 20 nm_attached
 nmcli -t -f DEVICE,TYPE,STATE,CONNECTION device >>"$L" 2>&1
 check "NetworkManager: the VM answers through OVS" pings 192.0.2.10

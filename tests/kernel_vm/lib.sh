@@ -71,6 +71,8 @@ install_tether() {
 externalnode() {
   local ips
   ips=$(printf '"%s", ' "$@")
+  # Before install_tether too (the reboot scenario's tether starts with it in place).
+  install -d -m 0700 /etc/tether /etc/tether/manifests
   cat >/etc/tether/manifests/externalnode.yaml.tmp <<EOT
 apiVersion: crd.antrea.io/v1alpha1
 kind: ExternalNode
