@@ -296,6 +296,16 @@ pub fn up_own(uuid: &str) -> Vec<String> {
     ["connection", "up", "uuid", uuid].map(String::from).into()
 }
 
+/// The UUID kept in tether's state file for the NIC's own profile (see `nmcli.rs`): one
+/// line of hex digits and dashes starting with a digit, or nothing (it goes on nmcli's
+/// command line, where it must not read as an option).
+pub fn kept_uuid(text: &str) -> Option<String> {
+    let uuid = text.trim();
+    (uuid.bytes().next().is_some_and(|b| b.is_ascii_hexdigit())
+        && uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+    .then(|| uuid.to_string())
+}
+
 /// Whether the NIC, managed again, needs its own profile (`own`, the UUID it had at the
 /// takeover) brought up: NM activates it by itself when the NIC's addresses are leases, but
 /// on addresses without a lifetime (a static profile) it "assumes" them as an external

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::nm::{self, PortKind};
-use super::{HostNetError, Manager, Paths, detect, read, run_command};
+use super::{HostNetError, Manager, Paths, detect, err, read, run_command};
 
 /// NetworkManager through `nmcli`.
 pub struct NetworkManager {
@@ -55,23 +55,26 @@ impl NetworkManager {
         let Some(path) = self.own_profile_file(nic) else {
             return Ok(());
         };
-        let op = format!("keep {nic}'s NetworkManager profile in {}", path.display());
         let tmp = path.with_extension("tmp");
         std::fs::create_dir_all(path.parent().unwrap_or(&path))
             .and_then(|()| std::fs::write(&tmp, format!("{uuid}\n")))
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| HostNetError {
-                op,
-                detail: e.to_string(),
+            .map_err(|e| {
+                err(
+                    format!("keep {nic}'s NetworkManager profile in {}", path.display()),
+                    e,
+                )
             })
     }
 
     fn own_profile(&self, nic: &str) -> Option<String> {
-        let text = read(&self.own_profile_file(nic)?)?;
-        let uuid = text.trim();
-        // A UUID, nothing else, goes on nmcli's command line.
-        (!uuid.is_empty() && uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
-            .then(|| uuid.to_string())
+        nm::kept_uuid(&read(&self.own_profile_file(nic)?)?)
+    }
+
+    fn forget_own_profile(&self, nic: &str) {
+        if let Some(path) = self.own_profile_file(nic) {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     fn run(&self, args: &[String]) -> Result<String, HostNetError> {
@@ -187,9 +190,7 @@ impl NetworkManager {
         }
         if !self.has_profile(nic) {
             // Nothing of tether's in NM (gone with a reboot): nor any UUID kept for it.
-            if let Some(path) = self.own_profile_file(nic) {
-                let _ = std::fs::remove_file(path);
-            }
+            self.forget_own_profile(nic);
             return Ok(());
         }
         self.run(&nm::delete(nic))?;
@@ -211,9 +212,10 @@ impl NetworkManager {
                 dev.state
             );
         }
-        if let Some(path) = self.own_profile_file(nic) {
-            let _ = std::fs::remove_file(path);
-        }
+        self.forget_own_profile(nic);
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -233,4 +233,8 @@ fn given_back_the_nic_gets_its_own_profile_unless_nm_is_on_it() {
         up_own(own),
         ["connection", "up", "uuid", own].map(String::from)
     );
+    assert_eq!(kept_uuid(&format!("{own}\n")).as_deref(), Some(own));
+    assert_eq!(kept_uuid(" \n"), None);
+    assert_eq!(kept_uuid("nic; reboot"), None);
+    assert_eq!(kept_uuid("--"), None);
 }
