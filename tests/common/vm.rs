@@ -391,20 +391,19 @@ impl Dnsmasq {
 
     /// `DHCPREPLY` lines so far (DHCPv6 leases granted or renewed).
     pub fn replies(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains("DHCPREPLY"))
-            .map(str::to_string)
-            .collect()
+        self.lines_with("DHCPREPLY")
     }
 
     /// `DHCPACK` lines so far (each one a lease granted or renewed).
     pub fn acks(&self) -> Vec<String> {
+        self.lines_with("DHCPACK")
+    }
+
+    fn lines_with(&self, word: &str) -> Vec<String> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
-            .filter(|l| l.contains("DHCPACK"))
+            .filter(|l| l.contains(word))
             .map(str::to_string)
             .collect()
     }
